@@ -1,0 +1,5 @@
+import sys
+
+from bloomskip.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1570 @@
+/*
+ * bloomskip._native: the hot kernels of bloomskip.
+ *
+ * Hashes (MurmurHash3 x64-128 and TsFile's Murmur128Hash variants, CityHash v1.0.2, ClickHouse's
+ * intHash64), the three bit-position schemes of TsFile and ClickHouse, bitset operations, and the
+ * per-granule builders of ClickHouse's bloom_filter and ngrambf_v1/tokenbf_v1 indexes.
+ *
+ * The module speaks only the buffer protocol: Python allocates every output (numpy arrays) and
+ * passes it in, so nothing here depends on the numpy C API. Every length, offset and index is
+ * checked before it is used; a bad argument raises ValueError or TypeError, never reads out of
+ * bounds.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef uint64_t u64;
+typedef uint32_t u32;
+typedef uint8_t u8;
+typedef unsigned __int128 u128;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Little helpers                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline u64 load64(const u8 *p) {
+    u64 v;
+    memcpy(&v, p, 8);
+    return v; /* little-endian hosts only; checked at import */
+}
+
+static inline u32 load32(const u8 *p) {
+    u32 v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline u64 rotl64(u64 x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline u64 fmix64(u64 k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* Exact x mod d for any 64-bit x, with a multiply instead of a division (Granlund-Montgomery
+ * round-up method). Building a filter takes k remainders per item, and a hardware 64-bit division
+ * costs several times the rest of the per-item work. */
+typedef struct {
+    u64 d;
+    u64 magic;
+    int shift;
+    int kind; /* 0: power of two, 1: magic multiply, 2: plain division (d > 2^63) */
+} fastmod_t;
+
+static fastmod_t fastmod_init(u64 d) {
+    fastmod_t f;
+    f.d = d;
+    f.magic = 0;
+    f.shift = 0;
+    if ((d & (d - 1)) == 0) {
+        f.kind = 0;
+        return f;
+    }
+    if (d > (1ULL << 63)) {
+        f.kind = 2;
+        return f;
+    }
+    int l = 64 - __builtin_clzll(d - 1); /* ceil(log2 d), 2..63 */
+    u128 m = (((u128)1) << (64 + l)) / d;
+    f.magic = (u64)(m - (((u128)1) << 64) + 1);
+    f.shift = l - 1;
+    f.kind = 1;
+    return f;
+}
+
+static inline u64 fastmod(const fastmod_t *f, u64 x) {
+    switch (f->kind) {
+    case 0:
+        return x & (f->d - 1);
+    case 1: {
+        u64 t = (u64)(((u128)f->magic * x) >> 64);
+        u64 q = (t + ((x - t) >> 1)) >> f->shift;
+        return x - q * f->d;
+    }
+    default:
+        return x % f->d;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* MurmurHash3 x64-128 and TsFile's Murmur128Hash                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+#define MM_C1 0x87c37b91114253d5ULL
+#define MM_C2 0x4cf5ad432745937fULL
+
+/* tail_mode 0: standard MurmurHash3 (tail bytes zero-extended, as TsFile's C++ writer does);
+ * tail_mode 1: TsFile Java Murmur128Hash (each tail byte sign-extended int8 -> int64, XORed). */
+static void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64 *out1, u64 *out2) {
+    size_t nblocks = len / 16;
+    u64 h1 = seed, h2 = seed;
+    for (size_t i = 0; i < nblocks; i++) {
+        u64 k1 = load64(data + 16 * i);
+        u64 k2 = load64(data + 16 * i + 8);
+        k1 *= MM_C1;
+        k1 = rotl64(k1, 31);
+        k1 *= MM_C2;
+        h1 ^= k1;
+        h1 = rotl64(h1, 27);
+        h1 += h2;
+        h1 = h1 * 5 + 0x52dce729;
+        k2 *= MM_C2;
+        k2 = rotl64(k2, 33);
+        k2 *= MM_C1;
+        h2 ^= k2;
+        h2 = rotl64(h2, 31);
+        h2 += h1;
+        h2 = h2 * 5 + 0x38495ab5;
+    }
+    const u8 *tail = data + nblocks * 16;
+    size_t rem = len & 15;
+    u64 k1 = 0, k2 = 0;
+    for (size_t j = 8; j < rem; j++) {
+        u64 b = tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j];
+        k2 ^= b << (8 * (j - 8));
+    }
+    if (rem > 8) {
+        k2 *= MM_C2;
+        k2 = rotl64(k2, 33);
+        k2 *= MM_C1;
+        h2 ^= k2;
+    }
+    for (size_t j = 0; j < rem && j < 8; j++) {
+        u64 b = tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j];
+        k1 ^= b << (8 * j);
+    }
+    if (rem > 0) {
+        k1 *= MM_C1;
+        k1 = rotl64(k1, 31);
+        k1 *= MM_C2;
+        h1 ^= k1;
+    }
+    h1 ^= (u64)len;
+    h2 ^= (u64)len;
+    h1 += h2;
+    h2 += h1;
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    *out1 = h1;
+    *out2 = h2;
+}
+
+/* TsFile hash32: the low 32 bits of h1 + h2 as a signed int; the seed is a Java int widened to
+ * long, hence sign-extended. */
+static inline int32_t tsfile_hash32(const u8 *data, size_t len, int32_t seed, int signed_tail) {
+    u64 h1, h2;
+    murmur3_128(data, len, (u64)(int64_t)seed, signed_tail, &h1, &h2);
+    return (int32_t)(u32)(h1 + h2);
+}
+
+/* TsFile bit index: abs(hash32) mod bit_count, with Integer.MIN_VALUE mapped to 0. */
+static inline u64 tsfile_index(int32_t h, u64 bit_count) {
+    u64 a = (h == INT32_MIN) ? 0 : (u64)(h < 0 ? -(int64_t)h : (int64_t)h);
+    return a % bit_count;
+}
+
+static const int32_t TSFILE_SEEDS[8] = {5, 7, 11, 19, 31, 37, 43, 59};
+
+/* ------------------------------------------------------------------------------------------ */
+/* CityHash v1.0.2 (the version ClickHouse bundles)                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+#define CH_K0 0xc3a5c85c97cb3127ULL
+#define CH_K1 0xb492b66fbe98f273ULL
+#define CH_K2 0x9ae16a3b2f90404fULL
+#define CH_K3 0xc949d7c7509e6557ULL
+#define CH_KMUL 0x9ddfea08eb382d69ULL
+
+static inline u64 city_rotate(u64 v, int s) { return s == 0 ? v : ((v >> s) | (v << (64 - s))); }
+static inline u64 city_rotate1(u64 v, int s) { return (v >> s) | (v << (64 - s)); }
+static inline u64 shift_mix(u64 v) { return v ^ (v >> 47); }
+
+static inline u64 hash128_to_64(u64 low, u64 high) {
+    u64 a = (low ^ high) * CH_KMUL;
+    a ^= a >> 47;
+    u64 b = (high ^ a) * CH_KMUL;
+    b ^= b >> 47;
+    b *= CH_KMUL;
+    return b;
+}
+
+static inline u64 hash_len16(u64 u, u64 v) { return hash128_to_64(u, v); }
+
+static u64 hash_len0to16(const u8 *s, size_t len) {
+    if (len > 8) {
+        u64 a = load64(s);
+        u64 b = load64(s + len - 8);
+        return hash_len16(a, city_rotate1(b + len, (int)len)) ^ b;
+    }
+    if (len >= 4) {
+        u64 a = load32(s);
+        return hash_len16(len + (a << 3), load32(s + len - 4));
+    }
+    if (len > 0) {
+        u8 a = s[0], b = s[len >> 1], c = s[len - 1];
+        u32 y = (u32)a + ((u32)b << 8);
+        u32 z = (u32)len + ((u32)c << 2);
+        return shift_mix((u64)y * CH_K2 ^ (u64)z * CH_K3) * CH_K2;
+    }
+    return CH_K2;
+}
+
+static u64 hash_len17to32(const u8 *s, size_t len) {
+    u64 a = load64(s) * CH_K1;
+    u64 b = load64(s + 8);
+    u64 c = load64(s + len - 8) * CH_K2;
+    u64 d = load64(s + len - 16) * CH_K0;
+    return hash_len16(city_rotate(a - b, 43) + city_rotate(c, 30) + d,
+                      a + city_rotate(b ^ CH_K3, 20) - c + len);
+}
+
+typedef struct {
+    u64 first, second;
+} pair64;
+
+static inline pair64 weak_len32_seeds6(u64 w, u64 x, u64 y, u64 z, u64 a, u64 b) {
+    a += w;
+    b = city_rotate(b + a + z, 21);
+    u64 c = a;
+    a += x;
+    a += y;
+    b += city_rotate(a, 44);
+    pair64 r = {a + z, b + c};
+    return r;
+}
+
+static inline pair64 weak_len32_seeds(const u8 *s, u64 a, u64 b) {
+    return weak_len32_seeds6(load64(s), load64(s + 8), load64(s + 16), load64(s + 24), a, b);
+}
+
+static u64 hash_len33to64(const u8 *s, size_t len) {
+    u64 z = load64(s + 24);
+    u64 a = load64(s) + (len + load64(s + len - 16)) * CH_K0;
+    u64 b = city_rotate(a + z, 52);
+    u64 c = city_rotate(a, 37);
+    a += load64(s + 8);
+    c += city_rotate(a, 7);
+    a += load64(s + 16);
+    u64 vf = a + z;
+    u64 vs = b + city_rotate(a, 31) + c;
+    a = load64(s + 16) + load64(s + len - 32);
+    z = load64(s + len - 8);
+    b = city_rotate(a + z, 52);
+    c = city_rotate(a, 37);
+    a += load64(s + len - 24);
+    c += city_rotate(a, 7);
+    a += load64(s + len - 16);
+    u64 wf = a + z;
+    u64 ws = b + city_rotate(a, 31) + c;
+    u64 r = shift_mix((vf + ws) * CH_K2 + (wf + vs) * CH_K0);
+    return shift_mix(r * CH_K0 + vs) * CH_K2;
+}
+
+static u64 city_hash64(const u8 *s, size_t len) {
+    if (len <= 32) {
+        if (len <= 16)
+            return hash_len0to16(s, len);
+        return hash_len17to32(s, len);
+    }
+    if (len <= 64)
+        return hash_len33to64(s, len);
+    u64 x = load64(s);
+    u64 y = load64(s + len - 16) ^ CH_K1;
+    u64 z = load64(s + len - 56) ^ CH_K0;
+    pair64 v = weak_len32_seeds(s + len - 64, len, y);
+    pair64 w = weak_len32_seeds(s + len - 32, len * CH_K1, CH_K0);
+    z += shift_mix(v.second) * CH_K1;
+    x = city_rotate(z + x, 39) * CH_K1;
+    y = city_rotate(y, 33) * CH_K1;
+    len = (len - 1) & ~(size_t)63;
+    do {
+        x = city_rotate(x + y + v.first + load64(s + 16), 37) * CH_K1;
+        y = city_rotate(y + v.second + load64(s + 48), 42) * CH_K1;
+        x ^= w.second;
+        y ^= v.first;
+        z = city_rotate(z ^ w.first, 33);
+        v = weak_len32_seeds(s, v.second * CH_K1, x + w.first);
+        w = weak_len32_seeds(s + 32, z + w.second, y);
+        u64 t = z;
+        z = x;
+        x = t;
+        s += 64;
+        len -= 64;
+    } while (len != 0);
+    return hash_len16(hash_len16(v.first, w.first) + shift_mix(y) * CH_K1 + z,
+                      hash_len16(v.second, w.second) + x);
+}
+
+/* CityHash64WithSeed(s, seed) = HashLen16(CityHash64(s) - k2, seed): the expensive part does not
+ * depend on the seed, so the text indexes hash each token once and derive both seeded hashes. */
+static inline u64 city_seeded_from(u64 unseeded, u64 seed) { return hash_len16(unseeded - CH_K2, seed); }
+
+static pair64 city_murmur(const u8 *s, size_t len, u64 seed_lo, u64 seed_hi) {
+    u64 a = seed_lo, b = seed_hi, c = 0, d = 0;
+    int64_t l = (int64_t)len - 16;
+    if (l <= 0) {
+        a = shift_mix(a * CH_K1) * CH_K1;
+        c = b * CH_K1 + hash_len0to16(s, len);
+        d = shift_mix(a + (len >= 8 ? load64(s) : c));
+    } else {
+        c = hash_len16(load64(s + len - 8) + CH_K1, a);
+        d = hash_len16(b + len, c + load64(s + len - 16));
+        a += d;
+        do {
+            a ^= shift_mix(load64(s) * CH_K1) * CH_K1;
+            a *= CH_K1;
+            b ^= a;
+            c ^= shift_mix(load64(s + 8) * CH_K1) * CH_K1;
+            c *= CH_K1;
+            d ^= c;
+            s += 16;
+            l -= 16;
+        } while (l > 0);
+    }
+    a = hash_len16(a, c);
+    b = hash_len16(d, b);
+    pair64 r = {a ^ b, hash_len16(b, a)};
+    return r;
+}
+
+static pair64 city_hash128_with_seed(const u8 *s, size_t len, u64 seed_lo, u64 seed_hi) {
+    if (len < 128)
+        return city_murmur(s, len, seed_lo, seed_hi);
+    pair64 v, w;
+    u64 x = seed_lo, y = seed_hi, z = len * CH_K1;
+    v.first = city_rotate(y ^ CH_K1, 49) * CH_K1 + load64(s);
+    v.second = city_rotate(v.first, 42) * CH_K1 + load64(s + 8);
+    w.first = city_rotate(y + z, 35) * CH_K1 + x;
+    w.second = city_rotate(x + load64(s + 88), 53) * CH_K1;
+    do {
+        for (int round = 0; round < 2; round++) {
+            x = city_rotate(x + y + v.first + load64(s + 16), 37) * CH_K1;
+            y = city_rotate(y + v.second + load64(s + 48), 42) * CH_K1;
+            x ^= w.second;
+            y ^= v.first;
+            z = city_rotate(z ^ w.first, 33);
+            v = weak_len32_seeds(s, v.second * CH_K1, x + w.first);
+            w = weak_len32_seeds(s + 32, z + w.second, y);
+            u64 t = z;
+            z = x;
+            x = t;
+            s += 64;
+        }
+        len -= 128;
+    } while (len >= 128);
+    y += city_rotate(w.first, 37) * CH_K0 + z;
+    x += city_rotate(v.first + z, 49) * CH_K0;
+    for (size_t tail_done = 0; tail_done < len;) {
+        tail_done += 32;
+        y = city_rotate(y - x, 42) * CH_K0 + v.second;
+        w.first += load64(s + len - tail_done + 16);
+        x = city_rotate(x, 49) * CH_K0 + w.first;
+        w.first += v.first;
+        v = weak_len32_seeds(s + len - tail_done, v.first, v.second);
+    }
+    x = hash_len16(x, v.first);
+    y = hash_len16(y, w.first);
+    pair64 r = {hash_len16(x + v.second, w.second) + y, hash_len16(x + w.second, y + v.second)};
+    return r;
+}
+
+static pair64 city_hash128(const u8 *s, size_t len) {
+    if (len >= 16)
+        return city_hash128_with_seed(s + 16, len - 16, load64(s) ^ CH_K3, load64(s + 8));
+    if (len >= 8)
+        return city_hash128_with_seed(NULL, 0, load64(s) ^ (len * CH_K0), load64(s + len - 8) ^ CH_K1);
+    return city_hash128_with_seed(s, len, CH_K0, CH_K1);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ClickHouse constants                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+static const u64 BF_HASH_SEED[15] = {
+    13635471485423070496ULL, 10336109063487487899ULL, 17779957404565211594ULL,
+    8988612159822229247ULL,  4954614162757618085ULL,  12980113590177089081ULL,
+    9263883436177860930ULL,  3656772712723269762ULL,  10362091744962961274ULL,
+    7582936617938287249ULL,  15033938188484401405ULL, 18286745649494826751ULL,
+    6852245486148412312ULL,  8886056245089344681ULL,  10151472371158292780ULL};
+
+#define SEED_GEN_A 845897321ULL
+#define SEED_GEN_B 217728422ULL
+
+/* ------------------------------------------------------------------------------------------ */
+/* Buffers and batches                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A batch of byte strings: either variable-length (offsets of 4 or 8 bytes each, as in an Arrow
+ * string/binary array) or fixed-width items laid end to end. */
+typedef struct {
+    Py_buffer data;
+    Py_buffer offsets; /* .obj == NULL for fixed-width items */
+    Py_ssize_t first;  /* index of the first item in offsets (Arrow's array offset) */
+    Py_ssize_t count;
+    Py_ssize_t width; /* fixed item width, when there are no offsets */
+    int offset_size;  /* 4 or 8 */
+} batch_t;
+
+static void batch_release(batch_t *b) {
+    if (b->data.obj)
+        PyBuffer_Release(&b->data);
+    if (b->offsets.obj)
+        PyBuffer_Release(&b->offsets);
+}
+
+static inline int64_t batch_offset(const batch_t *b, Py_ssize_t i) {
+    if (b->offset_size == 4) {
+        int32_t v;
+        memcpy(&v, (const u8 *)b->offsets.buf + 4 * i, 4);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, (const u8 *)b->offsets.buf + 8 * i, 8);
+    return v;
+}
+
+/* Parse (data, offsets | None, first, count, width) and check every offset once, up front, so the
+ * kernels below may index items without further checks. */
+static int batch_parse(PyObject *spec, batch_t *b) {
+    memset(b, 0, sizeof(*b));
+    PyObject *data_obj, *offsets_obj;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5) {
+        PyErr_SetString(PyExc_TypeError, "batch must be a (data, offsets, first, count, width) tuple");
+        return -1;
+    }
+    data_obj = PyTuple_GET_ITEM(spec, 0);
+    offsets_obj = PyTuple_GET_ITEM(spec, 1);
+    b->first = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
+    b->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3));
+    b->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 4));
+    if (PyErr_Occurred())
+        return -1;
+    if (b->first < 0 || b->count < 0 || b->width < 0) {
+        PyErr_SetString(PyExc_ValueError, "batch: first, count and width must be >= 0");
+        return -1;
+    }
+    if (PyObject_GetBuffer(data_obj, &b->data, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (offsets_obj == Py_None) {
+        if (b->width > 0 && b->count > (PY_SSIZE_T_MAX / b->width) - b->first) {
+            PyErr_SetString(PyExc_ValueError, "batch: item count overflows");
+            goto fail;
+        }
+        if ((b->first + b->count) * b->width > b->data.len) {
+            PyErr_Format(PyExc_ValueError,
+                         "batch: %zd items of %zd bytes from item %zd exceed the %zd-byte data buffer",
+                         b->count, b->width, b->first, b->data.len);
+            goto fail;
+        }
+        return 0;
+    }
+    if (PyObject_GetBuffer(offsets_obj, &b->offsets, PyBUF_SIMPLE) < 0)
+        goto fail;
+    if (b->width != 4 && b->width != 8) {
+        PyErr_SetString(PyExc_ValueError, "batch: offsets must be 4 or 8 bytes wide");
+        goto fail;
+    }
+    b->offset_size = (int)b->width;
+    b->width = 0;
+    if (b->first > PY_SSIZE_T_MAX / 16 || b->count > PY_SSIZE_T_MAX / 16 ||
+        (b->first + b->count + 1) * b->offset_size > b->offsets.len) {
+        PyErr_Format(PyExc_ValueError, "batch: offsets buffer of %zd bytes is too short for %zd items",
+                     b->offsets.len, b->count);
+        goto fail;
+    }
+    int64_t prev = batch_offset(b, b->first);
+    if (prev < 0 || prev > b->data.len) {
+        PyErr_Format(PyExc_ValueError, "batch: offset %lld of item %zd is outside the data buffer",
+                     (long long)prev, b->first);
+        goto fail;
+    }
+    for (Py_ssize_t i = 1; i <= b->count; i++) {
+        int64_t cur = batch_offset(b, b->first + i);
+        if (cur < prev || cur > b->data.len) {
+            PyErr_Format(PyExc_ValueError,
+                         "batch: offset %lld of item %zd is decreasing or outside the data buffer",
+                         (long long)cur, b->first + i);
+            goto fail;
+        }
+        prev = cur;
+    }
+    return 0;
+fail:
+    batch_release(b);
+    return -1;
+}
+
+static inline const u8 *batch_item(const batch_t *b, Py_ssize_t i, size_t *len) {
+    const u8 *base = (const u8 *)b->data.buf;
+    if (b->offset_size == 0) {
+        *len = (size_t)b->width;
+        return base + (b->first + i) * b->width;
+    }
+    int64_t start = batch_offset(b, b->first + i);
+    *len = (size_t)(batch_offset(b, b->first + i + 1) - start);
+    return base + start;
+}
+
+/* A writable output buffer holding at least `count` items of `itemsize` bytes. */
+static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
+                   const char *name) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (count > 0 && view->len / itemsize < count) {
+        PyErr_Format(PyExc_ValueError, "%s: output buffer holds %zd bytes, %zd needed", name,
+                     view->len, count * itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* A read-only input buffer of u64 values. */
+static int get_u64s(PyObject *obj, Py_buffer *view, const char *name) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (view->len % 8 != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: buffer length %zd is not a multiple of 8", name, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static inline u64 u64_at(const Py_buffer *v, Py_ssize_t i) {
+    u64 x;
+    memcpy(&x, (const u8 *)v->buf + 8 * i, 8);
+    return x;
+}
+
+static inline void store_u64(Py_buffer *v, Py_ssize_t i, u64 x) { memcpy((u8 *)v->buf + 8 * i, &x, 8); }
+
+static int check_k(long k, long max_k, const char *name) {
+    if (k < 1 || k > max_k) {
+        PyErr_Format(PyExc_ValueError, "%s must be in 1..%ld, got %ld", name, max_k, k);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_bit_count(unsigned long long bit_count) {
+    if (bit_count == 0) {
+        PyErr_SetString(PyExc_ValueError, "bit_count must be > 0");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scalar hashes                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static PyObject *py_murmur3_128(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "y*K", &buf, &seed))
+        return NULL;
+    u64 h1, h2;
+    Py_BEGIN_ALLOW_THREADS murmur3_128((const u8 *)buf.buf, (size_t)buf.len, seed, 0, &h1, &h2);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&buf);
+    return Py_BuildValue("(KK)", (unsigned long long)h1, (unsigned long long)h2);
+}
+
+static PyObject *py_tsfile_hash32(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    int seed, signed_tail;
+    if (!PyArg_ParseTuple(args, "y*ip", &buf, &seed, &signed_tail))
+        return NULL;
+    int32_t h = tsfile_hash32((const u8 *)buf.buf, (size_t)buf.len, seed, signed_tail);
+    PyBuffer_Release(&buf);
+    return PyLong_FromLong(h);
+}
+
+static PyObject *py_cityhash64(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf))
+        return NULL;
+    u64 h = city_hash64((const u8 *)buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyObject *py_cityhash64_with_seed(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "y*K", &buf, &seed))
+        return NULL;
+    u64 h = city_seeded_from(city_hash64((const u8 *)buf.buf, (size_t)buf.len), seed);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyObject *py_cityhash128(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf))
+        return NULL;
+    pair64 h = city_hash128((const u8 *)buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(KK)", (unsigned long long)h.first, (unsigned long long)h.second);
+}
+
+static PyObject *py_hash128_to_64(PyObject *self, PyObject *args) {
+    unsigned long long low, high;
+    if (!PyArg_ParseTuple(args, "KK", &low, &high))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(hash128_to_64(low, high));
+}
+
+static PyObject *py_int_hash64(PyObject *self, PyObject *args) {
+    unsigned long long x;
+    if (!PyArg_ParseTuple(args, "K", &x))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(fmix64(x));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Batch hashes                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+static PyObject *py_murmur3_128_batch(PyObject *self, PyObject *args) {
+    PyObject *spec, *o1, *o2;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "OKOO", &spec, &seed, &o1, &o2))
+        return NULL;
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer v1, v2;
+    if (get_out(o1, &v1, b.count, 8, "murmur3 h1") < 0) {
+        batch_release(&b);
+        return NULL;
+    }
+    if (get_out(o2, &v2, b.count, 8, "murmur3 h2") < 0) {
+        PyBuffer_Release(&v1);
+        batch_release(&b);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        u64 h1, h2;
+        murmur3_128(p, len, seed, 0, &h1, &h2);
+        store_u64(&v1, i, h1);
+        store_u64(&v2, i, h2);
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
+    PyBuffer_Release(&v2);
+    batch_release(&b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_tsfile_hash32_batch(PyObject *self, PyObject *args) {
+    PyObject *spec, *out;
+    int seed, signed_tail;
+    if (!PyArg_ParseTuple(args, "OipO", &spec, &seed, &signed_tail, &out))
+        return NULL;
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer v;
+    if (get_out(out, &v, b.count, 4, "tsfile hash32") < 0) {
+        batch_release(&b);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        int32_t h = tsfile_hash32(p, len, seed, signed_tail);
+        memcpy((u8 *)v.buf + 4 * i, &h, 4);
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    batch_release(&b);
+    Py_RETURN_NONE;
+}
+
+/* mode 0: CityHash64, 1: CityHash64WithSeed */
+static PyObject *city64_batch_common(PyObject *args, int seeded) {
+    PyObject *spec, *out;
+    unsigned long long seed = 0;
+    if (seeded) {
+        if (!PyArg_ParseTuple(args, "OKO", &spec, &seed, &out))
+            return NULL;
+    } else if (!PyArg_ParseTuple(args, "OO", &spec, &out)) {
+        return NULL;
+    }
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer v;
+    if (get_out(out, &v, b.count, 8, "cityhash64") < 0) {
+        batch_release(&b);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        u64 h = city_hash64(p, len);
+        store_u64(&v, i, seeded ? city_seeded_from(h, seed) : h);
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    batch_release(&b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_cityhash64_batch(PyObject *self, PyObject *args) { return city64_batch_common(args, 0); }
+
+static PyObject *py_cityhash64_with_seed_batch(PyObject *self, PyObject *args) {
+    return city64_batch_common(args, 1);
+}
+
+static PyObject *py_cityhash128_batch(PyObject *self, PyObject *args) {
+    PyObject *spec, *o1, *o2;
+    if (!PyArg_ParseTuple(args, "OOO", &spec, &o1, &o2))
+        return NULL;
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer v1, v2;
+    if (get_out(o1, &v1, b.count, 8, "cityhash128 low") < 0) {
+        batch_release(&b);
+        return NULL;
+    }
+    if (get_out(o2, &v2, b.count, 8, "cityhash128 high") < 0) {
+        PyBuffer_Release(&v1);
+        batch_release(&b);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        pair64 h = city_hash128(p, len);
+        store_u64(&v1, i, h.first);
+        store_u64(&v2, i, h.second);
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
+    PyBuffer_Release(&v2);
+    batch_release(&b);
+    Py_RETURN_NONE;
+}
+
+/* out[i] = Hash128to64(low[i], high[i]); out may alias an input. */
+static PyObject *py_hash128_to_64_array(PyObject *self, PyObject *args) {
+    PyObject *lo_obj, *hi_obj, *out;
+    if (!PyArg_ParseTuple(args, "OOO", &lo_obj, &hi_obj, &out))
+        return NULL;
+    Py_buffer lo, hi, v;
+    if (get_u64s(lo_obj, &lo, "low") < 0)
+        return NULL;
+    if (get_u64s(hi_obj, &hi, "high") < 0) {
+        PyBuffer_Release(&lo);
+        return NULL;
+    }
+    Py_ssize_t n = lo.len / 8;
+    if (hi.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "low and high must have the same length");
+        PyBuffer_Release(&lo);
+        PyBuffer_Release(&hi);
+        return NULL;
+    }
+    if (get_out(out, &v, n, 8, "hash128_to_64") < 0) {
+        PyBuffer_Release(&lo);
+        PyBuffer_Release(&hi);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++)
+        store_u64(&v, i, hash128_to_64(u64_at(&lo, i), u64_at(&hi, i)));
+    Py_END_ALLOW_THREADS PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+/* out[i] = intHash64(x[i]); out may alias x. */
+static PyObject *py_int_hash64_array(PyObject *self, PyObject *args) {
+    PyObject *x_obj, *out;
+    if (!PyArg_ParseTuple(args, "OO", &x_obj, &out))
+        return NULL;
+    Py_buffer x, v;
+    if (get_u64s(x_obj, &x, "x") < 0)
+        return NULL;
+    Py_ssize_t n = x.len / 8;
+    if (get_out(out, &v, n, 8, "int_hash64") < 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++) store_u64(&v, i, fmix64(u64_at(&x, i)));
+    Py_END_ALLOW_THREADS PyBuffer_Release(&x);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bitsets                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline void bit_set(u8 *bits, u64 p) { bits[p >> 3] |= (u8)(1u << (p & 7)); }
+
+/* A position past the end of a shorter buffer reads as 0: TsFile omits trailing zero bytes. */
+static inline int bit_get(const u8 *bits, Py_ssize_t nbytes, u64 p) {
+    return (p >> 3) < (u64)nbytes && ((bits[p >> 3] >> (p & 7)) & 1);
+}
+
+static PyObject *py_set_bits(PyObject *self, PyObject *args) {
+    PyObject *bits_obj, *pos_obj;
+    if (!PyArg_ParseTuple(args, "OO", &bits_obj, &pos_obj))
+        return NULL;
+    Py_buffer bits, pos;
+    if (PyObject_GetBuffer(bits_obj, &bits, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (get_u64s(pos_obj, &pos, "positions") < 0) {
+        PyBuffer_Release(&bits);
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8;
+    u64 limit = (u64)bits.len * 8;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (u64_at(&pos, i) >= limit) {
+            PyErr_Format(PyExc_ValueError, "positions: %llu is outside the %llu-bit bitset",
+                         (unsigned long long)u64_at(&pos, i), (unsigned long long)limit);
+            PyBuffer_Release(&bits);
+            PyBuffer_Release(&pos);
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        bit_set((u8 *)bits.buf, u64_at(&pos, i));
+    PyBuffer_Release(&bits);
+    PyBuffer_Release(&pos);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_test_bits(PyObject *self, PyObject *args) {
+    PyObject *bits_obj, *pos_obj, *out;
+    if (!PyArg_ParseTuple(args, "OOO", &bits_obj, &pos_obj, &out))
+        return NULL;
+    Py_buffer bits, pos, v;
+    if (PyObject_GetBuffer(bits_obj, &bits, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (get_u64s(pos_obj, &pos, "positions") < 0) {
+        PyBuffer_Release(&bits);
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8;
+    if (get_out(out, &v, n, 1, "test_bits") < 0) {
+        PyBuffer_Release(&bits);
+        PyBuffer_Release(&pos);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        ((u8 *)v.buf)[i] = (u8)bit_get((const u8 *)bits.buf, bits.len, u64_at(&pos, i));
+    PyBuffer_Release(&bits);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+static u64 popcount_bytes(const u8 *p, Py_ssize_t n) {
+    u64 total = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        total += (u64)__builtin_popcountll(load64(p + i));
+    for (; i < n; i++)
+        total += (u64)__builtin_popcount(p[i]);
+    return total;
+}
+
+static PyObject *py_popcount(PyObject *self, PyObject *args) {
+    Py_buffer bits;
+    if (!PyArg_ParseTuple(args, "y*", &bits))
+        return NULL;
+    u64 total = popcount_bytes((const u8 *)bits.buf, bits.len);
+    PyBuffer_Release(&bits);
+    return PyLong_FromUnsignedLongLong(total);
+}
+
+/* Popcount of each row of a (rows, width) byte matrix. */
+static PyObject *py_popcount_rows(PyObject *self, PyObject *args) {
+    Py_buffer m, v;
+    Py_ssize_t width;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "y*nO", &m, &width, &out))
+        return NULL;
+    if (width <= 0 || m.len % width != 0) {
+        PyErr_SetString(PyExc_ValueError, "popcount_rows: width must divide the matrix length");
+        PyBuffer_Release(&m);
+        return NULL;
+    }
+    Py_ssize_t rows = m.len / width;
+    if (get_out(out, &v, rows, 8, "popcount_rows") < 0) {
+        PyBuffer_Release(&m);
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < rows; r++)
+        store_u64(&v, r, popcount_bytes((const u8 *)m.buf + r * width, width));
+    PyBuffer_Release(&m);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_union_into(PyObject *self, PyObject *args) {
+    PyObject *dst_obj;
+    Py_buffer src, dst;
+    if (!PyArg_ParseTuple(args, "Oy*", &dst_obj, &src))
+        return NULL;
+    if (PyObject_GetBuffer(dst_obj, &dst, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    if (dst.len != src.len) {
+        PyErr_Format(PyExc_ValueError, "bitsets differ in length: %zd and %zd bytes", dst.len, src.len);
+    } else {
+        u8 *d = (u8 *)dst.buf;
+        const u8 *s = (const u8 *)src.buf;
+        for (Py_ssize_t i = 0; i < dst.len; i++)
+            d[i] |= s[i];
+    }
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int covers_bytes(const u8 *a, const u8 *b, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        u64 y = load64(b + i);
+        if ((load64(a + i) & y) != y)
+            return 0;
+    }
+    for (; i < n; i++)
+        if ((a[i] & b[i]) != b[i])
+            return 0;
+    return 1;
+}
+
+static PyObject *py_covers(PyObject *self, PyObject *args) {
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
+        return NULL;
+    int r = -1;
+    if (a.len != b.len)
+        PyErr_Format(PyExc_ValueError, "bitsets differ in length: %zd and %zd bytes", a.len, b.len);
+    else
+        r = covers_bytes((const u8 *)a.buf, (const u8 *)b.buf, a.len);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *py_covers_rows(PyObject *self, PyObject *args) {
+    Py_buffer m, q, v;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "y*y*O", &m, &q, &out))
+        return NULL;
+    Py_ssize_t width = q.len;
+    if (width <= 0 || m.len % width != 0) {
+        PyErr_Format(PyExc_ValueError, "covers_rows: a %zd-byte query does not divide the %zd-byte matrix",
+                     width, m.len);
+        PyBuffer_Release(&m);
+        PyBuffer_Release(&q);
+        return NULL;
+    }
+    Py_ssize_t rows = m.len / width;
+    if (get_out(out, &v, rows, 1, "covers_rows") < 0) {
+        PyBuffer_Release(&m);
+        PyBuffer_Release(&q);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t r = 0; r < rows; r++)((u8 *)v.buf)[r] =
+        (u8)covers_bytes((const u8 *)m.buf + r * width, (const u8 *)q.buf, width);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&m);
+    PyBuffer_Release(&q);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Position schemes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* op 0: write positions to out (n*k i64), 1: set bits, 2: test all k bits into out (n bytes) */
+static PyObject *py_tsfile_op(PyObject *self, PyObject *args) {
+    int op, signed_tail;
+    PyObject *bits_obj, *spec, *out;
+    unsigned long long bit_count;
+    long k;
+    if (!PyArg_ParseTuple(args, "iOOKlpO", &op, &bits_obj, &spec, &bit_count, &k, &signed_tail, &out))
+        return NULL;
+    if (check_bit_count(bit_count) < 0 || check_k(k, 8, "hash_function_count") < 0)
+        return NULL;
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer bits = {0}, v = {0};
+    PyObject *result = NULL;
+    if (op != 0) {
+        if (PyObject_GetBuffer(bits_obj, &bits, op == 1 ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+            goto done;
+        if (op == 1 && (u64)bits.len < (bit_count + 7) / 8) {
+            PyErr_Format(PyExc_ValueError, "bitset of %zd bytes is shorter than bit_count %llu", bits.len,
+                         bit_count);
+            goto done;
+        }
+    }
+    if (op != 1 && get_out(out, &v, op == 0 ? b.count * k : b.count, op == 0 ? 8 : 1, "tsfile") < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        int hit = 1;
+        for (long j = 0; j < k; j++) {
+            u64 pos = tsfile_index(tsfile_hash32(p, len, TSFILE_SEEDS[j], signed_tail), bit_count);
+            if (op == 0) {
+                int64_t sp = (int64_t)pos;
+                memcpy((u8 *)v.buf + 8 * (i * k + j), &sp, 8);
+            } else if (op == 1) {
+                bit_set((u8 *)bits.buf, pos);
+            } else if (!bit_get((const u8 *)bits.buf, bits.len, pos)) {
+                hit = 0;
+                break;
+            }
+        }
+        if (op == 2)
+            ((u8 *)v.buf)[i] = (u8)hit;
+    }
+    Py_END_ALLOW_THREADS result = Py_None;
+    Py_INCREF(result);
+done:
+    if (bits.obj)
+        PyBuffer_Release(&bits);
+    if (v.obj)
+        PyBuffer_Release(&v);
+    batch_release(&b);
+    return result;
+}
+
+/* ClickHouse bloom_filter: pos_i = Hash128to64(h, BF_HASH_SEED[i]) mod bit_count.
+ * op 0: positions into out (n*k u64), 1: set, 2: test into out (n bytes). */
+static PyObject *py_seeded_op(PyObject *self, PyObject *args) {
+    int op;
+    PyObject *bits_obj, *hashes_obj, *out;
+    unsigned long long bit_count;
+    long k;
+    if (!PyArg_ParseTuple(args, "iOOKlO", &op, &bits_obj, &hashes_obj, &bit_count, &k, &out))
+        return NULL;
+    if (check_bit_count(bit_count) < 0 || check_k(k, 15, "hash_functions") < 0)
+        return NULL;
+    Py_buffer h, bits = {0}, v = {0};
+    PyObject *result = NULL;
+    if (get_u64s(hashes_obj, &h, "value_hashes") < 0)
+        return NULL;
+    Py_ssize_t n = h.len / 8;
+    if (op != 0) {
+        if (PyObject_GetBuffer(bits_obj, &bits, op == 1 ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+            goto done;
+        if ((u64)bits.len < (bit_count + 7) / 8) {
+            PyErr_Format(PyExc_ValueError, "bitset of %zd bytes is shorter than bit_count %llu", bits.len,
+                         bit_count);
+            goto done;
+        }
+    }
+    if (op != 1 && get_out(out, &v, op == 0 ? n * k : n, op == 0 ? 8 : 1, "seeded") < 0)
+        goto done;
+    fastmod_t fm = fastmod_init(bit_count);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        u64 x = u64_at(&h, i);
+        int hit = 1;
+        for (long j = 0; j < k; j++) {
+            u64 pos = fastmod(&fm, hash128_to_64(x, BF_HASH_SEED[j]));
+            if (op == 0)
+                store_u64(&v, i * k + j, pos);
+            else if (op == 1)
+                bit_set((u8 *)bits.buf, pos);
+            else if (!bit_get((const u8 *)bits.buf, bits.len, pos)) {
+                hit = 0;
+                break;
+            }
+        }
+        if (op == 2)
+            ((u8 *)v.buf)[i] = (u8)hit;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&h);
+    if (bits.obj)
+        PyBuffer_Release(&bits);
+    if (v.obj)
+        PyBuffer_Release(&v);
+    return result;
+}
+
+/* ClickHouse ngrambf/tokenbf: pos_i = (h1 + i*h2 + i*i) mod 2^64 mod bit_count. */
+static inline void pair_hashes(const u8 *p, size_t len, u64 seed, u64 *h1, u64 *h2) {
+    u64 base = city_hash64(p, len);
+    *h1 = city_seeded_from(base, seed);
+    *h2 = city_seeded_from(base, SEED_GEN_A * seed + SEED_GEN_B);
+}
+
+static PyObject *py_pair_op(PyObject *self, PyObject *args) {
+    int op;
+    PyObject *bits_obj, *spec, *out;
+    unsigned long long seed, bit_count;
+    long k;
+    if (!PyArg_ParseTuple(args, "iOOKKlO", &op, &bits_obj, &spec, &seed, &bit_count, &k, &out))
+        return NULL;
+    if (check_bit_count(bit_count) < 0 || check_k(k, 1 << 20, "hash_functions") < 0)
+        return NULL;
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer bits = {0}, v = {0};
+    PyObject *result = NULL;
+    if (op == 1) {
+        if (PyObject_GetBuffer(bits_obj, &bits, PyBUF_WRITABLE) < 0)
+            goto done;
+        if ((u64)bits.len < (bit_count + 7) / 8) {
+            PyErr_Format(PyExc_ValueError, "bitset of %zd bytes is shorter than bit_count %llu", bits.len,
+                         bit_count);
+            goto done;
+        }
+    } else if (get_out(out, &v, b.count * k, 8, "pair_positions") < 0) {
+        goto done;
+    }
+    fastmod_t fm = fastmod_init(bit_count);
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
+        size_t len;
+        const u8 *p = batch_item(&b, i, &len);
+        u64 h1, h2;
+        pair_hashes(p, len, seed, &h1, &h2);
+        for (long j = 0; j < k; j++) {
+            u64 pos = fastmod(&fm, h1 + (u64)j * h2 + (u64)j * (u64)j);
+            if (op == 1)
+                bit_set((u8 *)bits.buf, pos);
+            else
+                store_u64(&v, i * k + j, pos);
+        }
+    }
+    Py_END_ALLOW_THREADS result = Py_None;
+    Py_INCREF(result);
+done:
+    if (bits.obj)
+        PyBuffer_Release(&bits);
+    if (v.obj)
+        PyBuffer_Release(&v);
+    batch_release(&b);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ClickHouse granule builders                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Read bounds (int64[G+1]) and check them against an item count. */
+static int get_bounds(PyObject *obj, Py_buffer *view, Py_ssize_t granules, Py_ssize_t items,
+                      const char *name) {
+    if (get_u64s(obj, view, name) < 0)
+        return -1;
+    if (view->len / 8 != granules + 1) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bounds for %zd granules (want %zd)", name, view->len / 8,
+                     granules, granules + 1);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    int64_t prev = (int64_t)u64_at(view, 0);
+    if (prev < 0 || prev > items) {
+        PyErr_Format(PyExc_ValueError, "%s: bound 0 (%lld) outside 0..%zd", name, (long long)prev, items);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    for (Py_ssize_t g = 1; g <= granules; g++) {
+        int64_t cur = (int64_t)u64_at(view, g);
+        if (cur < prev || cur > items) {
+            PyErr_Format(PyExc_ValueError, "%s: bound %zd (%lld) decreasing or past %zd items", name, g,
+                         (long long)cur, items);
+            PyBuffer_Release(view);
+            return -1;
+        }
+        prev = cur;
+    }
+    return 0;
+}
+
+/* Open-addressing set of u64 values, reused across granules; collects the distinct values. */
+typedef struct {
+    u64 *slots;
+    u8 *used;
+    size_t cap; /* power of two */
+    u64 *distinct;
+    size_t count;
+} u64set;
+
+static int u64set_reset(u64set *s, size_t max_items) {
+    size_t cap = 16;
+    while (cap < max_items * 2)
+        cap <<= 1;
+    if (cap > s->cap) {
+        u64 *slots = PyMem_Realloc(s->slots, cap * sizeof(u64));
+        if (!slots)
+            return -1;
+        s->slots = slots;
+        u8 *used = PyMem_Realloc(s->used, cap);
+        if (!used)
+            return -1;
+        s->used = used;
+        u64 *distinct = PyMem_Realloc(s->distinct, (cap / 2) * sizeof(u64));
+        if (!distinct)
+            return -1;
+        s->distinct = distinct;
+        s->cap = cap;
+    }
+    memset(s->used, 0, s->cap);
+    s->count = 0;
+    return 0;
+}
+
+static inline void u64set_add(u64set *s, u64 x) {
+    size_t mask = s->cap - 1;
+    size_t i = (size_t)fmix64(x) & mask;
+    while (s->used[i]) {
+        if (s->slots[i] == x)
+            return;
+        i = (i + 1) & mask;
+    }
+    s->used[i] = 1;
+    s->slots[i] = x;
+    s->distinct[s->count++] = x;
+}
+
+static void u64set_free(u64set *s) {
+    PyMem_Free(s->slots);
+    PyMem_Free(s->used);
+    PyMem_Free(s->distinct);
+}
+
+static size_t varuint_size(u64 x) {
+    size_t n = 1;
+    while (x >= 0x80) {
+        x >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static u8 *varuint_write(u8 *p, u64 x) {
+    while (x >= 0x80) {
+        *p++ = (u8)(x | 0x80);
+        x >>= 7;
+    }
+    *p++ = (u8)x;
+    return p;
+}
+
+#define MAX_INDEX_COLUMNS 64
+
+/* bloom_filter_granules(columns, granules, bits_per_row, k, offsets_out, total_rows_out) -> bytes
+ * columns: sequence of (value_hashes u64 buffer, bounds int64[G+1]). Each granule is serialized as
+ * ClickHouse's MergeTreeIndexGranuleBloomFilter: VarUInt total_rows (the largest number of distinct
+ * value hashes over the columns), then per column (bits_per_row*total_rows+7)/8 filter bytes. */
+static PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
+    PyObject *columns, *offsets_out, *rows_out;
+    Py_ssize_t granules;
+    unsigned long long bits_per_row;
+    long k;
+    if (!PyArg_ParseTuple(args, "OnKlOO", &columns, &granules, &bits_per_row, &k, &offsets_out, &rows_out))
+        return NULL;
+    if (check_k(k, 15, "hash_functions") < 0)
+        return NULL;
+    if (bits_per_row < 1 || bits_per_row > 1024) {
+        PyErr_SetString(PyExc_ValueError, "bits_per_row must be in 1..1024");
+        return NULL;
+    }
+    if (granules < 0) {
+        PyErr_SetString(PyExc_ValueError, "granules must be >= 0");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(columns, "columns must be a sequence of (hashes, bounds)");
+    if (!seq)
+        return NULL;
+    Py_ssize_t ncols = PySequence_Fast_GET_SIZE(seq);
+    if (ncols < 1 || ncols > MAX_INDEX_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "columns: 1..%d index columns, got %zd", MAX_INDEX_COLUMNS, ncols);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_buffer hashes[MAX_INDEX_COLUMNS], bounds[MAX_INDEX_COLUMNS];
+    Py_ssize_t ready = 0;
+    PyObject *result = NULL;
+    Py_buffer offs = {0}, rows = {0};
+    u64set set = {0};
+    u64 *distinct_counts = NULL;
+    for (; ready < ncols; ready++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, ready);
+        PyObject *h_obj, *b_obj;
+        if (!PyArg_ParseTuple(item, "OO;each column must be (hashes, bounds)", &h_obj, &b_obj))
+            goto done;
+        if (get_u64s(h_obj, &hashes[ready], "value_hashes") < 0)
+            goto done;
+        if (get_bounds(b_obj, &bounds[ready], granules, hashes[ready].len / 8, "bounds") < 0) {
+            PyBuffer_Release(&hashes[ready]);
+            goto done;
+        }
+    }
+    if (get_out(offsets_out, &offs, granules + 1, 8, "offsets") < 0)
+        goto done;
+    if (get_out(rows_out, &rows, granules, 8, "total_rows") < 0)
+        goto done;
+    distinct_counts = PyMem_Calloc((size_t)(granules ? granules : 1), sizeof(u64));
+    if (!distinct_counts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 1: distinct counts, to size the output exactly. */
+    size_t total = 0;
+    for (Py_ssize_t g = 0; g < granules; g++) {
+        u64 max_distinct = 0;
+        for (Py_ssize_t c = 0; c < ncols; c++) {
+            Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds[c], g), hi = (Py_ssize_t)u64_at(&bounds[c], g + 1);
+            if (u64set_reset(&set, (size_t)(hi - lo)) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (Py_ssize_t i = lo; i < hi; i++)
+                u64set_add(&set, u64_at(&hashes[c], i));
+            if (set.count > max_distinct)
+                max_distinct = set.count;
+        }
+        distinct_counts[g] = max_distinct;
+        u64 bytes = (bits_per_row * max_distinct + 7) / 8;
+        total += varuint_size(max_distinct) + (size_t)bytes * (size_t)ncols;
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!payload)
+        goto done;
+    u8 *base = (u8 *)PyBytes_AS_STRING(payload);
+    memset(base, 0, total);
+    u8 *p = base;
+    /* Pass 2: fill the filters. */
+    for (Py_ssize_t g = 0; g < granules; g++) {
+        store_u64(&offs, g, (u64)(p - base));
+        store_u64(&rows, g, distinct_counts[g]);
+        u64 bytes = (bits_per_row * distinct_counts[g] + 7) / 8;
+        p = varuint_write(p, distinct_counts[g]);
+        fastmod_t fm = fastmod_init(bytes * 8 ? bytes * 8 : 1);
+        for (Py_ssize_t c = 0; c < ncols; c++) {
+            Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds[c], g), hi = (Py_ssize_t)u64_at(&bounds[c], g + 1);
+            if (bytes > 0) {
+                if (u64set_reset(&set, (size_t)(hi - lo)) < 0) {
+                    Py_DECREF(payload);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                for (Py_ssize_t i = lo; i < hi; i++)
+                    u64set_add(&set, u64_at(&hashes[c], i));
+                for (size_t d = 0; d < set.count; d++)
+                    for (long j = 0; j < k; j++)
+                        bit_set(p, fastmod(&fm, hash128_to_64(set.distinct[d], BF_HASH_SEED[j])));
+            }
+            p += bytes;
+        }
+    }
+    store_u64(&offs, granules, (u64)(p - base));
+    result = payload;
+done:
+    for (Py_ssize_t c = 0; c < ready; c++) {
+        PyBuffer_Release(&hashes[c]);
+        PyBuffer_Release(&bounds[c]);
+    }
+    if (offs.obj)
+        PyBuffer_Release(&offs);
+    if (rows.obj)
+        PyBuffer_Release(&rows);
+    u64set_free(&set);
+    PyMem_Free(distinct_counts);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* UTF8::seqLength of ClickHouse: the length a lead byte announces; 1 for ASCII, continuation
+ * bytes and invalid leads >= 0xF8. */
+static inline size_t utf8_seq_length(u8 c) {
+    if (c < 0xC0 || c >= 0xF8)
+        return 1;
+    if (c < 0xE0)
+        return 2;
+    if (c < 0xF0)
+        return 3;
+    return 4;
+}
+
+static inline int is_token_separator(u8 c) {
+    return c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
+}
+
+static inline void pair_add_to(u8 *filter, const fastmod_t *fm, const u8 *p, size_t len, u64 seed,
+                               u64 seed2, long k) {
+    u64 base = city_hash64(p, len);
+    u64 h1 = city_seeded_from(base, seed);
+    u64 h2 = city_seeded_from(base, seed2);
+    for (long j = 0; j < k; j++)
+        bit_set(filter, fastmod(fm, h1 + (u64)j * h2 + (u64)j * (u64)j));
+}
+
+/* Add every token of one string, as ClickHouse's forEachTokenToBloomFilter does. */
+static void text_add_string(u8 *filter, const fastmod_t *fm, const u8 *s, size_t len, int tokenizer,
+                            size_t n, u64 seed, u64 seed2, long k) {
+    if (tokenizer == 0) {
+        /* n-grams of n code points; the last window may be clipped at the end of the string. */
+        if (len < n)
+            return;
+        size_t pos = 0;
+        while (pos < len) {
+            size_t start = pos, tlen = 0, cps = 0;
+            for (; cps < n && start + tlen < len; cps++)
+                tlen += utf8_seq_length(s[start + tlen]);
+            if (tlen > len - start)
+                tlen = len - start;
+            pos += utf8_seq_length(s[pos]);
+            if (cps != n)
+                break;
+            pair_add_to(filter, fm, s + start, tlen, seed, seed2, k);
+        }
+        return;
+    }
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && is_token_separator(s[i]))
+            i++;
+        size_t start = i;
+        while (i < len && !is_token_separator(s[i]))
+            i++;
+        if (i > start)
+            pair_add_to(filter, fm, s + start, i - start, seed, seed2, k);
+    }
+}
+
+/* text_granules(batch, bounds, granules, tokenizer, n, size_bytes, k, seed, out) */
+static PyObject *py_text_granules(PyObject *self, PyObject *args) {
+    PyObject *spec, *bounds_obj, *out;
+    Py_ssize_t granules, size_bytes;
+    int tokenizer;
+    unsigned long long n, seed;
+    long k;
+    if (!PyArg_ParseTuple(args, "OOniKnlKO", &spec, &bounds_obj, &granules, &tokenizer, &n, &size_bytes, &k,
+                          &seed, &out))
+        return NULL;
+    if (tokenizer != 0 && tokenizer != 1) {
+        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram) or 1 (token)");
+        return NULL;
+    }
+    if (tokenizer == 0 && (n < 1 || n > 1024)) {
+        PyErr_SetString(PyExc_ValueError, "n must be in 1..1024");
+        return NULL;
+    }
+    if (size_bytes < 1 || granules < 0 || check_k(k, 1 << 20, "hash_functions") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "size_bytes must be > 0 and granules >= 0");
+        return NULL;
+    }
+    batch_t b;
+    if (batch_parse(spec, &b) < 0)
+        return NULL;
+    Py_buffer bounds, v = {0};
+    if (get_bounds(bounds_obj, &bounds, granules, b.count, "bounds") < 0) {
+        batch_release(&b);
+        return NULL;
+    }
+    if (granules > 0 && size_bytes > PY_SSIZE_T_MAX / granules) {
+        PyErr_SetString(PyExc_ValueError, "granules * size_bytes overflows");
+        goto fail;
+    }
+    if (get_out(out, &v, granules * size_bytes, 1, "text_granules") < 0)
+        goto fail;
+    memset(v.buf, 0, (size_t)(granules * size_bytes));
+    fastmod_t fm = fastmod_init((u64)size_bytes * 8);
+    u64 seed2 = SEED_GEN_A * seed + SEED_GEN_B;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t g = 0; g < granules; g++) {
+        u8 *filter = (u8 *)v.buf + g * size_bytes;
+        Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds, g), hi = (Py_ssize_t)u64_at(&bounds, g + 1);
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            size_t len;
+            const u8 *p = batch_item(&b, i, &len);
+            text_add_string(filter, &fm, p, len, tokenizer, (size_t)n, seed, seed2, k);
+        }
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    PyBuffer_Release(&bounds);
+    batch_release(&b);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&bounds);
+    batch_release(&b);
+    return NULL;
+}
+
+/* fastmod self-check hook for the tests: x mod d through the multiply path. */
+static PyObject *py_fastmod(PyObject *self, PyObject *args) {
+    unsigned long long x, d;
+    if (!PyArg_ParseTuple(args, "KK", &x, &d))
+        return NULL;
+    if (d == 0) {
+        PyErr_SetString(PyExc_ValueError, "d must be > 0");
+        return NULL;
+    }
+    fastmod_t f = fastmod_init(d);
+    return PyLong_FromUnsignedLongLong(fastmod(&f, x));
+}
+
+static PyMethodDef methods[] = {
+    {"murmur3_128", py_murmur3_128, METH_VARARGS, "murmur3_128(data, seed) -> (h1, h2)"},
+    {"tsfile_hash32", py_tsfile_hash32, METH_VARARGS, "tsfile_hash32(data, seed, signed_tail) -> int"},
+    {"cityhash64", py_cityhash64, METH_VARARGS, "cityhash64(data) -> int"},
+    {"cityhash64_with_seed", py_cityhash64_with_seed, METH_VARARGS, "cityhash64_with_seed(data, seed)"},
+    {"cityhash128", py_cityhash128, METH_VARARGS, "cityhash128(data) -> (low64, high64)"},
+    {"hash128_to_64", py_hash128_to_64, METH_VARARGS, "hash128_to_64(low, high) -> int"},
+    {"int_hash64", py_int_hash64, METH_VARARGS, "int_hash64(x) -> int"},
+    {"murmur3_128_batch", py_murmur3_128_batch, METH_VARARGS, NULL},
+    {"tsfile_hash32_batch", py_tsfile_hash32_batch, METH_VARARGS, NULL},
+    {"cityhash64_batch", py_cityhash64_batch, METH_VARARGS, NULL},
+    {"cityhash64_with_seed_batch", py_cityhash64_with_seed_batch, METH_VARARGS, NULL},
+    {"cityhash128_batch", py_cityhash128_batch, METH_VARARGS, NULL},
+    {"hash128_to_64_array", py_hash128_to_64_array, METH_VARARGS, NULL},
+    {"int_hash64_array", py_int_hash64_array, METH_VARARGS, NULL},
+    {"set_bits", py_set_bits, METH_VARARGS, NULL},
+    {"test_bits", py_test_bits, METH_VARARGS, NULL},
+    {"popcount", py_popcount, METH_VARARGS, NULL},
+    {"popcount_rows", py_popcount_rows, METH_VARARGS, NULL},
+    {"union_into", py_union_into, METH_VARARGS, NULL},
+    {"covers", py_covers, METH_VARARGS, NULL},
+    {"covers_rows", py_covers_rows, METH_VARARGS, NULL},
+    {"tsfile_op", py_tsfile_op, METH_VARARGS, NULL},
+    {"seeded_op", py_seeded_op, METH_VARARGS, NULL},
+    {"pair_op", py_pair_op, METH_VARARGS, NULL},
+    {"bloom_filter_granules", py_bloom_filter_granules, METH_VARARGS, NULL},
+    {"text_granules", py_text_granules, METH_VARARGS, NULL},
+    {"fastmod", py_fastmod, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "bloomskip._native",
+                                    "C kernels of bloomskip (see bloomskip.hashing, bloomskip.bits).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    const u32 probe = 1;
+    if (*(const u8 *)&probe != 1) {
+        PyErr_SetString(PyExc_ImportError, "bloomskip's kernels need a little-endian host");
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,639 @@
+"""ClickHouse compressed-block framing, the container of every ``.bin``, ``.idx``, ``.cmrk*`` file.
+
+A compressed file is a sequence of blocks::
+
+    +0   16 B  checksum: CityHash128 v1.0.2 of bytes [+16, +16 + compressed_size),
+               low64 LE then high64 LE
+    +16   1 B  method: 0x02 NONE, 0x82 LZ4 (and LZ4HC), 0x90 ZSTD, 0x91 Multiple
+    +17   4 B  compressed_size, u32 LE, counting this 9-byte header (method + both sizes)
+    +21   4 B  decompressed_size, u32 LE
+    +25        payload
+
+A ``Multiple`` payload is ``u8 count``, ``count`` method bytes (in the order the codecs were
+applied), then the output of the last codec, which is itself a header + payload block (without a
+checksum); decoding unwraps the codecs in reverse order.
+
+Reading (every block's checksum is verified; bad bytes raise :class:`~bloomskip.errors.FormatError`
+naming the source, field and offset)::
+
+    iter_blocks(data, source="") -> Iterator[CompressedBlock]
+        # CompressedBlock(offset, method, compressed_size, data): offset of the block (its checksum)
+        # in the file, method byte, compressed_size as stored in the header, decompressed bytes
+    read_compressed_stream(data, source="") -> bytes          # all blocks, concatenated
+    read_compressed_stream_with_blocks(data, source="") -> DecompressedStream
+        # .data, .block_offsets (file offset of every block), .block_starts (where each block's
+        # bytes begin in .data); resolves a mark (block offset, offset in block) to a position
+
+Writing, the way ClickHouse writes a skip index (a new block starts only at a granule boundary, once
+the pending block holds at least ``min_block_size`` bytes; a full ``max_block_size`` buffer is
+flushed even inside a granule)::
+
+    writer = CompressedStreamWriter("LZ4")          # "NONE" | "LZ4" | "ZSTD" | "ZSTD(level)"
+    mark = writer.write_granule(granule_bytes)      # -> (block offset in file, offset in block)
+    data = writer.finish()
+    data, marks = write_compressed_stream(granules, "LZ4")    # the same in one call
+    compress_block(raw, "ZSTD(3)") -> bytes                    # one framed block
+
+Example:
+    >>> data, marks = write_compressed_stream([b"a" * 10, b"b" * 5], "NONE")
+    >>> marks
+    [(0, 0), (0, 10)]
+    >>> read_compressed_stream(data)
+    b'aaaaaaaaaabbbbb'
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+
+from bloomskip import hashing
+from bloomskip.errors import FormatError
+
+METHOD_NONE = 0x02
+METHOD_LZ4 = 0x82
+METHOD_ZSTD = 0x90
+METHOD_MULTIPLE = 0x91
+
+METHOD_NAMES = {
+    METHOD_NONE: "NONE",
+    METHOD_LZ4: "LZ4",
+    METHOD_ZSTD: "ZSTD",
+    METHOD_MULTIPLE: "Multiple",
+    0x92: "Delta",
+    0x93: "T64",
+    0x94: "DoubleDelta",
+    0x95: "Gorilla",
+    0x96: "AES_128_GCM_SIV",
+    0x97: "AES_256_GCM_SIV",
+    0x98: "FPC",
+    0x9A: "GCD",
+    0x9B: "ZSTD_QPL",
+}
+
+CHECKSUM_SIZE = 16
+HEADER_SIZE = 9
+#: ClickHouse refuses compressed blocks above 1 GiB (DBMS_MAX_COMPRESSED_SIZE); so do we, for both
+#: sizes, so a corrupt size field can never make us allocate more than that.
+MAX_BLOCK_SIZE = 1 << 30
+#: An LZ4 sequence expands at most ~255x; a larger claimed ratio is corruption, and refusing it
+#: bounds the output buffer we allocate by the bytes actually present.
+LZ4_MAX_RATIO = 255
+
+DEFAULT_MIN_COMPRESS_BLOCK_SIZE = 65536
+DEFAULT_MAX_COMPRESS_BLOCK_SIZE = 1048576
+DEFAULT_ZSTD_LEVEL = 1
+
+_HEADER = struct.Struct("<BII")
+_CODEC_SPEC = re.compile(r"^\s*(NONE|LZ4|ZSTD)\s*(?:\(\s*(-?\d+)\s*\))?\s*$", re.IGNORECASE)
+
+
+class CompressedBlock(NamedTuple):
+    """One block of a compressed stream.
+
+    Attributes:
+        offset: Offset of the block (its checksum) in the file.
+        method: Method byte of the outer header.
+        compressed_size: Size stored in the header: the 9-byte header plus the payload.
+        data: The decompressed bytes.
+    """
+
+    offset: int
+    method: int
+    compressed_size: int
+    data: bytes
+
+
+class DecompressedStream(NamedTuple):
+    """A whole decompressed stream and where each block landed.
+
+    Attributes:
+        data: Every block's decompressed bytes, concatenated.
+        block_offsets: int64 array, the file offset of every block.
+        block_starts: int64 array of len(blocks) + 1, where each block's bytes begin in ``data``
+            (the last entry is ``len(data)``).
+        source: The file or buffer name, for error messages.
+    """
+
+    data: bytes
+    block_offsets: np.ndarray
+    block_starts: np.ndarray
+    source: str
+
+    def resolve_marks(
+        self, block_offset: np.ndarray, offset_in_block: np.ndarray, field: str = "mark"
+    ) -> np.ndarray:
+        """Turn marks into positions in :attr:`data`, checking each one.
+
+        Args:
+            block_offset: uint64/int64 array, the file offset of the compressed block of each mark.
+            offset_in_block: uint64/int64 array, the offset inside that block's decompressed bytes.
+            field: Name of the marks (for error messages), e.g. the marks file.
+
+        Returns:
+            int64 array of positions in :attr:`data`.
+
+        Raises:
+            FormatError: a mark that does not point at a block start of this stream, or points past
+                the end of its block.
+
+        Example:
+            >>> s = read_compressed_stream_with_blocks(write_compressed_stream([b"xy"], "NONE")[0])
+            >>> s.resolve_marks(np.array([0]), np.array([1])).tolist()
+            [1]
+        """
+        block_offset = np.asarray(block_offset, dtype=np.uint64)
+        offset_in_block = np.asarray(offset_in_block, dtype=np.uint64)
+        known = self.block_offsets.astype(np.uint64)
+        index = np.searchsorted(known, block_offset)
+        found = index < len(known)
+        found[found] = known[index[found]] == block_offset[found]
+        if not found.all():
+            bad = int(np.argmin(found))
+            raise FormatError(
+                f"mark {bad} points at byte {int(block_offset[bad])}, which is not the start of a "
+                f"compressed block (the stream has {len(known)} blocks)",
+                field=field,
+                offset=int(block_offset[bad]),
+                source=self.source,
+            )
+        sizes = np.diff(self.block_starts).astype(np.uint64)
+        # A mark may point at the very end of a block only when the block is empty; ClickHouse
+        # never writes those, so an offset must be strictly inside its block.
+        inside = offset_in_block < sizes[index] if len(sizes) else np.zeros(len(index), bool)
+        if not inside.all():
+            bad = int(np.argmin(inside))
+            raise FormatError(
+                f"mark {bad} points {int(offset_in_block[bad])} bytes into a block of "
+                f"{int(sizes[index[bad]])} decompressed bytes",
+                field=field,
+                offset=int(block_offset[bad]),
+                source=self.source,
+            )
+        return self.block_starts[index].astype(np.int64) + offset_in_block.astype(np.int64)
+
+
+def parse_codec(codec: str) -> tuple[int, int | None]:
+    """Parse a codec name as the writer accepts it.
+
+    Args:
+        codec: ``"NONE"``, ``"LZ4"``, ``"ZSTD"`` or ``"ZSTD(level)"`` (case-insensitive); an
+            optional ``CODEC(...)`` wrapper as in ``default_compression_codec.txt`` is accepted.
+
+    Returns:
+        (method byte, ZSTD level or None).
+
+    Raises:
+        ValueError: any other codec.
+
+    Example:
+        >>> parse_codec("ZSTD(3)")
+        (144, 3)
+    """
+    text = codec.strip()
+    wrapped = re.fullmatch(r"CODEC\((.*)\)", text, flags=re.IGNORECASE | re.DOTALL)
+    if wrapped:
+        text = wrapped.group(1)
+    match = _CODEC_SPEC.match(text)
+    if not match:
+        raise ValueError(f"unsupported codec {codec!r}: expected NONE, LZ4, ZSTD or ZSTD(level)")
+    name, level = match.group(1).upper(), match.group(2)
+    if name == "ZSTD":
+        return METHOD_ZSTD, int(level) if level is not None else DEFAULT_ZSTD_LEVEL
+    if level is not None:
+        raise ValueError(f"codec {name} takes no level: {codec!r}")
+    return (METHOD_NONE if name == "NONE" else METHOD_LZ4), None
+
+
+def _method_name(method: int) -> str:
+    return METHOD_NAMES.get(method, "unknown")
+
+
+def _decode_payload(
+    method: int,
+    payload: memoryview,
+    decompressed_size: int,
+    *,
+    source: str,
+    offset: int,
+    depth: int = 0,
+) -> bytes:
+    """Decode one codec layer; ``offset`` is where the header of this layer sits in the file."""
+    if method == METHOD_NONE:
+        if len(payload) != decompressed_size:
+            raise FormatError(
+                f"NONE block holds {len(payload)} bytes but declares {decompressed_size}",
+                field="decompressed_size",
+                offset=offset + 5,
+                source=source,
+            )
+        return bytes(payload)
+    if method == METHOD_LZ4:
+        import lz4.block
+
+        if decompressed_size > LZ4_MAX_RATIO * len(payload) + 16:
+            raise FormatError(
+                f"LZ4 block of {len(payload)} bytes claims {decompressed_size} decompressed bytes, "
+                f"more than LZ4 can encode",
+                field="decompressed_size",
+                offset=offset + 5,
+                source=source,
+            )
+        try:
+            out = lz4.block.decompress(payload, uncompressed_size=decompressed_size)
+        except lz4.block.LZ4BlockError as exc:
+            raise FormatError(
+                f"corrupt LZ4 payload: {exc}", field="payload", offset=offset + 9, source=source
+            ) from None
+    elif method == METHOD_ZSTD:
+        import zstandard
+
+        try:
+            declared = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError as exc:
+            raise FormatError(
+                f"corrupt ZSTD frame header: {exc}",
+                field="payload",
+                offset=offset + 9,
+                source=source,
+            ) from None
+        # Check the frame's own size claim before zstandard allocates a buffer that large.
+        if declared >= 0 and declared != decompressed_size:
+            raise FormatError(
+                f"ZSTD frame declares {declared} bytes, the block header {decompressed_size}",
+                field="decompressed_size",
+                offset=offset + 5,
+                source=source,
+            )
+        try:
+            out = zstandard.ZstdDecompressor().decompress(
+                payload, max_output_size=decompressed_size
+            )
+        except zstandard.ZstdError as exc:
+            raise FormatError(
+                f"corrupt ZSTD payload: {exc}", field="payload", offset=offset + 9, source=source
+            ) from None
+    elif method == METHOD_MULTIPLE and depth == 0:
+        out = _decode_multiple(payload, decompressed_size, source=source, offset=offset)
+    else:
+        what = "nested Multiple" if method == METHOD_MULTIPLE else _method_name(method)
+        raise FormatError(
+            f"unsupported compression method 0x{method:02x} ({what}); "
+            "supported: NONE, LZ4, ZSTD, Multiple of these",
+            field="method",
+            offset=offset,
+            source=source,
+        )
+    if len(out) != decompressed_size:
+        raise FormatError(
+            f"{_method_name(method)} payload decodes to {len(out)} bytes, header says "
+            f"{decompressed_size}",
+            field="decompressed_size",
+            offset=offset + 5,
+            source=source,
+        )
+    return out
+
+
+def _decode_multiple(
+    payload: memoryview, decompressed_size: int, *, source: str, offset: int
+) -> bytes:
+    """Undo a Multiple codec: each stage is a header + payload made by the next codec."""
+    if len(payload) < 1 or payload[0] == 0 or payload[0] + 1 > len(payload):
+        raise FormatError(
+            "Multiple codec with a bad list of methods",
+            field="codec_count",
+            offset=offset + 9,
+            source=source,
+        )
+    count = payload[0]
+    methods = bytes(payload[1 : 1 + count])
+    current: bytes | memoryview = payload[1 + count :]
+    # Inner stages live in memory, not in the file: errors name where the innermost one starts.
+    stage_offset = offset + 9 + 1 + count
+    for stage in range(count - 1, -1, -1):
+        if len(current) < HEADER_SIZE:
+            raise FormatError(
+                f"Multiple codec stage {stage} is {len(current)} bytes, shorter than its header",
+                field="stage_header",
+                offset=stage_offset,
+                source=source,
+            )
+        method, csize, usize = _HEADER.unpack_from(current, 0)
+        if method != methods[stage]:
+            raise FormatError(
+                f"Multiple codec stage {stage} has method 0x{method:02x}, the list says "
+                f"0x{methods[stage]:02x}",
+                field="method",
+                offset=stage_offset,
+                source=source,
+            )
+        if csize != len(current):
+            raise FormatError(
+                f"Multiple codec stage {stage} claims {csize} bytes but holds {len(current)}",
+                field="compressed_size",
+                offset=stage_offset + 1,
+                source=source,
+            )
+        if usize > MAX_BLOCK_SIZE or (stage == 0 and usize != decompressed_size):
+            raise FormatError(
+                f"Multiple codec stage {stage} claims {usize} decompressed bytes"
+                + (f", the block {decompressed_size}" if stage == 0 else ""),
+                field="decompressed_size",
+                offset=stage_offset + 5,
+                source=source,
+            )
+        view = memoryview(current)[HEADER_SIZE:]
+        current = _decode_payload(method, view, usize, source=source, offset=stage_offset, depth=1)
+    return bytes(current)
+
+
+def iter_blocks(
+    data: bytes | bytearray | memoryview, source: str = ""
+) -> Iterator[CompressedBlock]:
+    """Decode a compressed stream block by block, verifying every checksum.
+
+    Args:
+        data: The file's bytes.
+        source: File name used in error messages.
+
+    Returns:
+        An iterator of :class:`CompressedBlock`.
+
+    Raises:
+        FormatError: a truncated header or payload, a checksum mismatch, a size field out of
+            range, an unknown method, or a payload that does not decode to the declared size.
+
+    Example:
+        >>> [b.data for b in iter_blocks(compress_block(b"hi", "LZ4"))]
+        [b'hi']
+    """
+    view = memoryview(data).cast("B")
+    total = len(view)
+    offset = 0
+    while offset < total:
+        if total - offset < CHECKSUM_SIZE + HEADER_SIZE:
+            raise FormatError(
+                f"truncated block header: {total - offset} bytes left, a header needs "
+                f"{CHECKSUM_SIZE + HEADER_SIZE}",
+                field="block_header",
+                offset=offset,
+                source=source,
+            )
+        method, csize, usize = _HEADER.unpack_from(view, offset + CHECKSUM_SIZE)
+        header_at = offset + CHECKSUM_SIZE
+        if csize < HEADER_SIZE or csize > MAX_BLOCK_SIZE:
+            raise FormatError(
+                f"compressed size {csize} out of range [{HEADER_SIZE}, {MAX_BLOCK_SIZE}]",
+                field="compressed_size",
+                offset=header_at + 1,
+                source=source,
+            )
+        if usize == 0 or usize > MAX_BLOCK_SIZE:
+            raise FormatError(
+                f"decompressed size {usize} out of range [1, {MAX_BLOCK_SIZE}]",
+                field="decompressed_size",
+                offset=header_at + 5,
+                source=source,
+            )
+        end = header_at + csize
+        if end > total:
+            raise FormatError(
+                f"truncated block: needs {csize} bytes after the checksum, "
+                f"{total - header_at} left",
+                field="payload",
+                offset=header_at,
+                source=source,
+            )
+        body = view[header_at:end]
+        low, high = hashing.cityhash128(body)
+        stored_low, stored_high = struct.unpack_from("<QQ", view, offset)
+        if (low, high) != (stored_low, stored_high):
+            raise FormatError(
+                f"checksum mismatch: stored {stored_low:016x}{stored_high:016x}, computed "
+                f"{low:016x}{high:016x} over {csize} bytes",
+                field="checksum",
+                offset=offset,
+                source=source,
+            )
+        decoded = _decode_payload(
+            method, body[HEADER_SIZE:], usize, source=source, offset=header_at
+        )
+        yield CompressedBlock(offset, method, csize, decoded)
+        offset = end
+
+
+def read_compressed_stream_with_blocks(
+    data: bytes | bytearray | memoryview, source: str = ""
+) -> DecompressedStream:
+    """Decode a whole compressed stream and record where every block starts.
+
+    Args:
+        data: The file's bytes.
+        source: File name used in error messages.
+
+    Returns:
+        A :class:`DecompressedStream`.
+
+    Raises:
+        FormatError: as :func:`iter_blocks`.
+
+    Example:
+        >>> s = read_compressed_stream_with_blocks(compress_block(b"abc", "NONE") * 2)
+        >>> s.data, s.block_offsets.tolist(), s.block_starts.tolist()
+        (b'abcabc', [0, 28], [0, 3, 6])
+    """
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    starts = [0]
+    for block in iter_blocks(data, source):
+        parts.append(block.data)
+        offsets.append(block.offset)
+        starts.append(starts[-1] + len(block.data))
+    return DecompressedStream(
+        b"".join(parts),
+        np.asarray(offsets, dtype=np.int64),
+        np.asarray(starts, dtype=np.int64),
+        source,
+    )
+
+
+def read_compressed_stream(data: bytes | bytearray | memoryview, source: str = "") -> bytes:
+    """Decode every block of a compressed stream (checksums verified) and concatenate them.
+
+    Args:
+        data: The file's bytes.
+        source: File name used in error messages.
+
+    Returns:
+        The decompressed bytes.
+
+    Raises:
+        FormatError: as :func:`iter_blocks`.
+
+    Example:
+        >>> read_compressed_stream(compress_block(b"abc", "ZSTD"))
+        b'abc'
+    """
+    return b"".join(block.data for block in iter_blocks(data, source))
+
+
+def compress_block(raw: bytes | bytearray | memoryview, codec: str = "LZ4") -> bytes:
+    """Frame ``raw`` as one compressed block: checksum, header, payload.
+
+    Args:
+        raw: 1 to 2**30 bytes.
+        codec: ``"NONE"``, ``"LZ4"``, ``"ZSTD"`` or ``"ZSTD(level)"``.
+
+    Returns:
+        The block's bytes.
+
+    Raises:
+        ValueError: an unsupported codec, or ``raw`` empty or larger than the format allows.
+
+    Example:
+        >>> len(compress_block(b"abc", "NONE"))
+        28
+    """
+    method, level = parse_codec(codec)
+    return _frame(method, level, raw)
+
+
+def _frame(method: int, level: int | None, raw: bytes | bytearray | memoryview) -> bytes:
+    size = len(raw)
+    if not 0 < size <= MAX_BLOCK_SIZE:
+        raise ValueError(f"a block holds 1 to {MAX_BLOCK_SIZE} bytes, got {size}")
+    if method == METHOD_NONE:
+        payload = bytes(raw)
+    elif method == METHOD_LZ4:
+        import lz4.block
+
+        payload = lz4.block.compress(raw, store_size=False)
+    else:
+        import zstandard
+
+        payload = zstandard.ZstdCompressor(level=level or DEFAULT_ZSTD_LEVEL).compress(raw)
+    body = _HEADER.pack(method, HEADER_SIZE + len(payload), size) + payload
+    low, high = hashing.cityhash128(body)
+    return struct.pack("<QQ", low, high) + body
+
+
+class CompressedStreamWriter:
+    """Write granules into a compressed stream with ClickHouse's block boundaries.
+
+    A new block starts before a granule once the pending bytes reach ``min_block_size``; a pending
+    buffer that reaches ``max_block_size`` is flushed at once, even inside a granule.
+
+    Args:
+        codec: ``"NONE"``, ``"LZ4"``, ``"ZSTD"`` or ``"ZSTD(level)"``.
+        min_block_size: ClickHouse's ``min_compress_block_size``.
+        max_block_size: ClickHouse's ``max_compress_block_size``.
+
+    Raises:
+        ValueError: an unsupported codec or inconsistent block sizes.
+
+    Example:
+        >>> w = CompressedStreamWriter("NONE", min_block_size=4)
+        >>> w.write_granule(b"abcd"), w.write_granule(b"ef")
+        ((0, 0), (29, 0))
+        >>> read_compressed_stream(w.finish())
+        b'abcdef'
+    """
+
+    def __init__(
+        self,
+        codec: str = "LZ4",
+        *,
+        min_block_size: int = DEFAULT_MIN_COMPRESS_BLOCK_SIZE,
+        max_block_size: int = DEFAULT_MAX_COMPRESS_BLOCK_SIZE,
+    ) -> None:
+        self._method, self._level = parse_codec(codec)
+        if not 0 < max_block_size <= MAX_BLOCK_SIZE or min_block_size < 0:
+            raise ValueError(
+                f"bad block sizes: min {min_block_size}, max {max_block_size} "
+                f"(need 0 <= min, 0 < max <= {MAX_BLOCK_SIZE})"
+            )
+        self._min = min_block_size
+        self._max = max_block_size
+        self._blocks: list[bytes] = []
+        self._written = 0  # bytes of finished blocks
+        self._pending = bytearray()
+        self._finished = False
+
+    def _flush(self) -> None:
+        if self._pending:
+            block = _frame(self._method, self._level, self._pending)
+            self._blocks.append(block)
+            self._written += len(block)
+            self._pending = bytearray()
+
+    def write_granule(self, granule: bytes | bytearray | memoryview) -> tuple[int, int]:
+        """Append one granule and return its mark.
+
+        Args:
+            granule: The granule's serialized bytes.
+
+        Returns:
+            (offset of the compressed block holding the granule's first byte, offset of that byte
+            inside the block's decompressed bytes).
+
+        Raises:
+            ValueError: the writer is already finished.
+        """
+        if self._finished:
+            raise ValueError("write_granule after finish")
+        if len(self._pending) >= self._min or len(self._pending) >= self._max:
+            self._flush()
+        mark = (self._written, len(self._pending))
+        view = memoryview(granule).cast("B")
+        while len(view):
+            room = self._max - len(self._pending)
+            self._pending += view[:room]
+            view = view[room:]
+            if len(view):
+                self._flush()
+        return mark
+
+    def finish(self) -> bytes:
+        """Flush the last block and return the whole stream."""
+        if not self._finished:
+            self._flush()
+            self._finished = True
+        return b"".join(self._blocks)
+
+
+def write_compressed_stream(
+    granules: Iterable[bytes | bytearray | memoryview],
+    codec: str = "LZ4",
+    *,
+    min_block_size: int = DEFAULT_MIN_COMPRESS_BLOCK_SIZE,
+    max_block_size: int = DEFAULT_MAX_COMPRESS_BLOCK_SIZE,
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """Write granules as ClickHouse does and return the stream with one mark per granule.
+
+    Args:
+        granules: Serialized granules, in order.
+        codec: ``"NONE"``, ``"LZ4"``, ``"ZSTD"`` or ``"ZSTD(level)"``.
+        min_block_size: ClickHouse's ``min_compress_block_size``.
+        max_block_size: ClickHouse's ``max_compress_block_size``.
+
+    Returns:
+        (stream bytes, [(block offset in file, offset inside the decompressed block)] per granule).
+
+    Raises:
+        ValueError: an unsupported codec or inconsistent block sizes.
+
+    Example:
+        >>> data, marks = write_compressed_stream([b"ab", b"cd"], "LZ4", min_block_size=2)
+        >>> marks
+        [(0, 0), (28, 0)]
+    """
+    writer = CompressedStreamWriter(
+        codec, min_block_size=min_block_size, max_block_size=max_block_size
+    )
+    marks = [writer.write_granule(granule) for granule in granules]
+    return writer.finish(), marks

@@ -1,0 +1,682 @@
+"""ClickHouse skip-index definitions (``INDEX name expr TYPE ... GRANULARITY g``), via sqlglot.
+
+Only the three Bloom-filter index types are modelled: ``bloom_filter[(fpr)]``,
+``ngrambf_v1(n, size_bytes, hashes, seed)`` and ``tokenbf_v1(size_bytes, hashes, seed)``. The
+argument checks are ClickHouse 26.9's (``bloomFilterIndexValidator``,
+``bloomFilterIndexTextValidator``, ``BloomFilterParameters``), with messages naming the offending argument.
+
+Index expressions: a column, a tuple of expressions ``(a, b)`` (one filter per element),
+``lower(col)`` / ``upper(col)`` (ASCII case mapping, as ClickHouse's ``lower``/``upper``) and
+``mapKeys(m)`` / ``mapValues(m)``. Other expressions are kept as SQL text (so a table that uses
+them can still be described and read from disk) but cannot be evaluated over Arrow data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from bloomskip.clickhouse.sizing import (
+    DEFAULT_FALSE_POSITIVE_RATE,
+    bloom_filter_parameters,
+)
+from bloomskip.clickhouse.types import (
+    check_bloom_filter_type,
+    check_text_type,
+    parse_clickhouse_type,
+    type_from_sqlglot,
+)
+from bloomskip.errors import BloomskipError
+
+__all__ = [
+    "INDEX_TYPES",
+    "IndexDefinition",
+    "IndexDefinitionError",
+    "IndexExpression",
+    "parse_create_table",
+    "parse_index_definition",
+]
+
+#: The skip-index types bloomskip models.
+INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1")
+
+# ClickHouse's MAX_BLOOM_FILTER_SIZE (bytes) for ngrambf_v1 / tokenbf_v1.
+MAX_TEXT_FILTER_BYTES = 1 << 30
+_UINT64_LIMIT = 1 << 64
+_SUPPORTED_FUNCTIONS = {"lower": "lower", "upper": "upper", "mapkeys": "mapKeys"}
+_SUPPORTED_FUNCTIONS["mapvalues"] = "mapValues"
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class IndexDefinitionError(BloomskipError, ValueError):
+    """An index definition ClickHouse would reject, or one bloomskip cannot evaluate."""
+
+
+def _quote_identifier(name: str) -> str:
+    if _PLAIN_IDENTIFIER.fullmatch(name):
+        return name
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+@dataclass(frozen=True)
+class IndexExpression:
+    """One index column: a source column, possibly under one supported function.
+
+    Attributes:
+        sql: The expression as ClickHouse SQL, e.g. ``"lower(msg)"``.
+        column: The source column it reads (None when the expression is not supported).
+        function: ``None`` for a plain column, else ``"lower"``, ``"upper"``, ``"mapKeys"`` or
+            ``"mapValues"``.
+        supported: Whether bloomskip can evaluate it over Arrow data.
+
+    Example:
+        >>> parse_index_definition("lower(s) TYPE tokenbf_v1(64, 2, 0)").index_columns[0].column
+        's'
+    """
+
+    sql: str
+    column: str | None
+    function: str | None = None
+    supported: bool = True
+
+    def _require_supported(self) -> None:
+        if not self.supported:
+            raise IndexDefinitionError(
+                f"index expression {self.sql!r} is not supported: bloomskip evaluates a column, a "
+                "tuple of columns, lower(col), upper(col), mapKeys(m) and mapValues(m)"
+            )
+
+    def result_type(self, column_types: Mapping[str, str]) -> str:
+        """The ClickHouse type of the expression's values.
+
+        Args:
+            column_types: ClickHouse type of each source column.
+
+        Returns:
+            The type name, e.g. ``Array(String)`` for ``mapKeys`` of ``Map(String, UInt8)``.
+
+        Raises:
+            IndexDefinitionError: If the expression is unsupported, its column has no type, or
+                the function does not apply to that type.
+        """
+        self._require_supported()
+        if self.column not in column_types:
+            raise IndexDefinitionError(
+                f"index expression {self.sql!r} reads column {self.column!r}, which has no type"
+            )
+        source = parse_clickhouse_type(column_types[self.column])
+        if self.function is None:
+            return str(source)
+        if self.function in ("mapKeys", "mapValues"):
+            if source.name != "Map":
+                raise IndexDefinitionError(
+                    f"{self.function} needs a Map column; {self.column!r} is {source}"
+                )
+            key, value = source.arguments
+            return f"Array({key if self.function == 'mapKeys' else value})"
+        base = source.base()
+        if base.name not in ("String", "FixedString"):
+            raise IndexDefinitionError(
+                f"{self.function} needs a String or FixedString column; {self.column!r} is {source}"
+            )
+        return str(source)
+
+    def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
+        """Evaluate the expression over an Arrow table.
+
+        Args:
+            table: A table holding the source column.
+
+        Returns:
+            The expression's values, one per row.
+
+        Raises:
+            IndexDefinitionError: If the expression is unsupported or the column is missing or of
+                the wrong Arrow type for the function.
+        """
+        self._require_supported()
+        if self.column not in table.column_names:
+            raise IndexDefinitionError(
+                f"index expression {self.sql!r} reads column {self.column!r}, which the table "
+                f"does not have (columns: {', '.join(table.column_names)})"
+            )
+        column = table.column(self.column)
+        if self.function is None:
+            return column
+        if self.function in ("mapKeys", "mapValues"):
+            return pa.chunked_array(
+                [_map_part(chunk, self.function, self.sql) for chunk in column.chunks],
+                type=_map_part_type(column.type, self.function, self.sql),
+            )
+        return pa.chunked_array(
+            [_ascii_case(chunk, upper=self.function == "upper") for chunk in column.chunks],
+            type=column.type,
+        )
+
+
+def _map_part_type(map_type: pa.DataType, function: str, sql: str) -> pa.DataType:
+    if not pa.types.is_map(map_type):
+        raise IndexDefinitionError(f"{sql}: {function} needs a map column, got {map_type}")
+    part = map_type.key_field if function == "mapKeys" else map_type.item_field
+    return pa.list_(part)
+
+
+def _map_part(chunk: pa.Array, function: str, sql: str) -> pa.Array:
+    _map_part_type(chunk.type, function, sql)
+    values = chunk.keys if function == "mapKeys" else chunk.items
+    # keys/items are the flat children; the map's own offsets (slice-aware) give the rows.
+    return pa.ListArray.from_arrays(chunk.offsets, values, mask=chunk.is_null())
+
+
+# ClickHouse's lower/upper change ASCII letters only (lowerUTF8/upperUTF8 are separate functions).
+_ASCII_LOWER = np.arange(256, dtype=np.uint8)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+_ASCII_UPPER = np.arange(256, dtype=np.uint8)
+_ASCII_UPPER[ord("a") : ord("z") + 1] -= 32
+
+
+def _ascii_case(chunk: pa.Array, upper: bool) -> pa.Array:
+    table = _ASCII_UPPER if upper else _ASCII_LOWER
+    if pa.types.is_dictionary(chunk.type):
+        return pa.DictionaryArray.from_arrays(chunk.indices, _ascii_case(chunk.dictionary, upper))
+    t = pa.types
+    if t.is_string_view(chunk.type) or t.is_binary_view(chunk.type):
+        chunk = chunk.cast(pa.large_string() if t.is_string_view(chunk.type) else pa.large_binary())
+    buffers = chunk.buffers()
+    if t.is_fixed_size_binary(chunk.type):
+        validity, data = buffers
+        mapped = table[np.frombuffer(data, np.uint8)] if data is not None else np.empty(0, np.uint8)
+        return pa.Array.from_buffers(
+            chunk.type,
+            len(chunk),
+            [validity, pa.py_buffer(mapped.tobytes())],
+            chunk.null_count,
+            chunk.offset,
+        )
+    if not (
+        t.is_string(chunk.type)
+        or t.is_large_string(chunk.type)
+        or t.is_binary(chunk.type)
+        or t.is_large_binary(chunk.type)
+    ):
+        raise IndexDefinitionError(f"lower/upper needs a string column, got {chunk.type}")
+    validity, offsets, data = buffers
+    mapped = table[np.frombuffer(data, np.uint8)] if data is not None else np.empty(0, np.uint8)
+    return pa.Array.from_buffers(
+        chunk.type,
+        len(chunk),
+        [validity, offsets, pa.py_buffer(mapped.tobytes())],
+        chunk.null_count,
+        chunk.offset,
+    )
+
+
+@dataclass(frozen=True)
+class IndexDefinition:
+    """A ClickHouse Bloom-filter skip index definition.
+
+    Attributes:
+        name: Index name (``skp_idx_<name>.idx`` on disk).
+        expressions: SQL text of each index column's expression.
+        type: ``"bloom_filter"``, ``"ngrambf_v1"`` or ``"tokenbf_v1"``.
+        granularity: Data granules per index granule (GRANULARITY), >= 1.
+        arguments: The TYPE arguments as written (numbers).
+        false_positive_rate: bloom_filter's fpr (default 0.025); None for text indexes.
+        bits_per_row: bloom_filter bits per distinct value; None for text indexes.
+        hash_functions: Number of hash functions (k).
+        ngram_size: n of ngrambf_v1; None otherwise.
+        size_bytes: Filter size of the text indexes in bytes; None for bloom_filter.
+        seed: Seed of the text indexes; None for bloom_filter.
+
+    Example:
+        >>> d = parse_index_definition("INDEX i msg TYPE tokenbf_v1(8192, 3, 0) GRANULARITY 2")
+        >>> (d.name, d.size_bytes, d.hash_functions, d.granularity)
+        ('i', 8192, 3, 2)
+    """
+
+    name: str
+    expressions: tuple[str, ...]
+    type: str
+    granularity: int = 1
+    arguments: tuple[int | float, ...] = ()
+    false_positive_rate: float | None = None
+    bits_per_row: int | None = None
+    hash_functions: int = 0
+    ngram_size: int | None = None
+    size_bytes: int | None = None
+    seed: int | None = None
+    index_columns: tuple[IndexExpression, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def create(
+        cls,
+        index_type: str,
+        expressions: tuple[str, ...] | list[str] | str,
+        arguments: tuple[int | float, ...] | list[int | float] = (),
+        *,
+        name: str | None = None,
+        granularity: int = 1,
+    ) -> IndexDefinition:
+        """Build and validate a definition from its parts (what ``parse_index_definition`` does).
+
+        Args:
+            index_type: ``bloom_filter``, ``ngrambf_v1`` or ``tokenbf_v1``.
+            expressions: One SQL expression or several (a multi-column index).
+            arguments: The TYPE arguments (ints for text indexes, one float for bloom_filter).
+            name: Index name; derived from the expressions when None.
+            granularity: GRANULARITY.
+
+        Returns:
+            The validated definition.
+
+        Raises:
+            IndexDefinitionError: If ClickHouse would reject the arguments.
+
+        Example:
+            >>> IndexDefinition.create("ngrambf_v1", "s", (3, 256, 2, 0)).ngram_size
+            3
+        """
+        texts = (expressions,) if isinstance(expressions, str) else tuple(expressions)
+        parsed = tuple(_parse_expression_text(text) for text in texts)
+        return _build_definition(name, parsed, index_type, tuple(arguments), granularity)
+
+    @property
+    def tokenizer(self) -> str | None:
+        """``"ngram"``, ``"token"`` or None (bloom_filter)."""
+        return {"ngrambf_v1": "ngram", "tokenbf_v1": "token"}.get(self.type)
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
+        """The distinct table columns the supported index expressions read, in order."""
+        seen: dict[str, None] = {}
+        for expression in self.index_columns:
+            if expression.column is not None:
+                seen.setdefault(expression.column)
+        return tuple(seen)
+
+    def index_column_types(self, column_types: Mapping[str, str]) -> tuple[str, ...]:
+        """The ClickHouse type of every index column, checked against the index type.
+
+        Args:
+            column_types: ClickHouse type of each source column.
+
+        Returns:
+            One type name per index expression.
+
+        Raises:
+            IndexDefinitionError: If an expression cannot be typed or ClickHouse would reject the
+                type for this index (e.g. Map, Decimal or Array(Nullable) for bloom_filter;
+                anything but String/FixedString(/Array/LowCardinality) for the text indexes).
+        """
+        result = []
+        for expression in self.index_columns:
+            type_name = expression.result_type(column_types)
+            self._check_index_column_type(expression, type_name)
+            result.append(type_name)
+        return tuple(result)
+
+    def _check_index_column_type(self, expression: IndexExpression, type_name: str) -> None:
+        try:
+            if self.type == "bloom_filter":
+                check_bloom_filter_type(type_name)
+            else:
+                check_text_type(type_name)
+        except ValueError as exc:
+            raise IndexDefinitionError(
+                f"index {self.name!r}: column {expression.sql!r} of type {type_name}: {exc}"
+            ) from exc
+
+    def to_sql(self) -> str:
+        """The definition as a ClickHouse ``INDEX`` clause.
+
+        Returns:
+            e.g. ``INDEX i (a, b) TYPE bloom_filter(0.01) GRANULARITY 1``.
+        """
+        expression = (
+            self.expressions[0]
+            if len(self.expressions) == 1
+            else "(" + ", ".join(self.expressions) + ")"
+        )
+        arguments = ""
+        if self.arguments:
+            arguments = "(" + ", ".join(_format_argument(a) for a in self.arguments) + ")"
+        return (
+            f"INDEX {_quote_identifier(self.name)} {expression} TYPE {self.type}{arguments} "
+            f"GRANULARITY {self.granularity}"
+        )
+
+
+def _format_argument(argument: int | float) -> str:
+    return repr(argument) if isinstance(argument, float) else str(argument)
+
+
+def _argument_error(index_type: str, position: int, label: str, message: str, value) -> str:  # noqa: ANN001
+    return f"{index_type} argument {position} ({label}) {message}, got {value!r}"
+
+
+def _check_unsigned(index_type: str, position: int, label: str, value: int | float) -> int:
+    # ClickHouse: "All parameters to *bf_v1 index must be unsigned integers" (UInt64 literals).
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _UINT64_LIMIT:
+        raise IndexDefinitionError(
+            _argument_error(
+                index_type, position, label, "must be an unsigned 64-bit integer", value
+            )
+        )
+    return value
+
+
+def _build_definition(
+    name: str | None,
+    expressions: tuple[IndexExpression, ...],
+    index_type: str,
+    arguments: tuple[int | float, ...],
+    granularity: int,
+) -> IndexDefinition:
+    if not expressions:
+        raise IndexDefinitionError("an index needs at least one expression")
+    if index_type not in INDEX_TYPES:
+        raise IndexDefinitionError(
+            f"index type {index_type!r} is not a Bloom-filter index; expected one of "
+            f"{', '.join(INDEX_TYPES)}"
+        )
+    if isinstance(granularity, bool) or not isinstance(granularity, int) or granularity < 1:
+        raise IndexDefinitionError(f"GRANULARITY must be a positive integer, got {granularity!r}")
+    if name is None:
+        name = re.sub(r"\W+", "_", "_".join(e.sql for e in expressions)).strip("_") or "index"
+    common = {
+        "name": name,
+        "expressions": tuple(e.sql for e in expressions),
+        "type": index_type,
+        "granularity": granularity,
+        "arguments": arguments,
+        "index_columns": expressions,
+    }
+    if index_type == "bloom_filter":
+        if len(arguments) > 1:
+            raise IndexDefinitionError(
+                "bloom_filter takes at most one argument (false positive rate), "
+                f"got {len(arguments)}"
+            )
+        rate = DEFAULT_FALSE_POSITIVE_RATE
+        if arguments:
+            rate = arguments[0]
+            # ClickHouse requires a Float64 literal: bloom_filter(1) and bloom_filter(0) fail.
+            # NaN passes its range check (both comparisons are false).
+            if not isinstance(rate, float) or rate < 0 or rate > 1:
+                raise IndexDefinitionError(
+                    _argument_error(
+                        "bloom_filter",
+                        1,
+                        "false positive rate",
+                        "must be a floating-point number between 0 and 1",
+                        rate,
+                    )
+                )
+        bits_per_row, hashes = bloom_filter_parameters(rate)
+        return IndexDefinition(
+            **common, false_positive_rate=rate, bits_per_row=bits_per_row, hash_functions=hashes
+        )
+    labels = ("size_bytes", "hash_functions", "seed")
+    if index_type == "ngrambf_v1":
+        labels = ("n, ngram size", *labels)
+    if len(arguments) != len(labels):
+        short = "ngrambf" if index_type == "ngrambf_v1" else "tokenbf"
+        raise IndexDefinitionError(
+            f"`{short}` index must have exactly {len(labels)} arguments "
+            f"({', '.join(labels)}), got {len(arguments)}"
+        )
+    values = [
+        _check_unsigned(index_type, i + 1, label, value)
+        for i, (label, value) in enumerate(zip(labels, arguments, strict=True))
+    ]
+    ngram_size = None
+    if index_type == "ngrambf_v1":
+        ngram_size = values.pop(0)
+        if ngram_size < 1:
+            raise IndexDefinitionError(
+                _argument_error(index_type, 1, "n, ngram size", "must be at least 1", ngram_size)
+            )
+    size_bytes, hashes, seed = values
+    first = 2 if index_type == "ngrambf_v1" else 1
+    if size_bytes == 0:
+        raise IndexDefinitionError(
+            _argument_error(index_type, first, "size_bytes", "cannot be zero", size_bytes)
+        )
+    if hashes == 0:
+        raise IndexDefinitionError(
+            _argument_error(index_type, first + 1, "hash_functions", "cannot be zero", hashes)
+        )
+    if size_bytes > MAX_TEXT_FILTER_BYTES:
+        raise IndexDefinitionError(
+            _argument_error(
+                index_type,
+                first,
+                "size_bytes",
+                f"cannot be more than {MAX_TEXT_FILTER_BYTES}",
+                size_bytes,
+            )
+        )
+    return IndexDefinition(
+        **common, hash_functions=hashes, ngram_size=ngram_size, size_bytes=size_bytes, seed=seed
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing with sqlglot
+
+
+def _parse_sql(sql: str):  # noqa: ANN202 - sqlglot expression
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        return sqlglot.parse_one(sql, read="clickhouse")
+    except SqlglotError as exc:
+        raise IndexDefinitionError(f"cannot parse {sql!r}: {exc}") from exc
+
+
+def _column_name(node) -> str:  # noqa: ANN001
+    return ".".join(part.name for part in node.parts)
+
+
+def _to_index_expressions(node) -> tuple[IndexExpression, ...]:  # noqa: ANN001
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _to_index_expressions(node.this)
+    # (a, b) parses as Tuple, tuple(a, b) as Struct: both mean one index column per element.
+    if isinstance(node, exp.Tuple | exp.Struct):
+        return tuple(_single_expression(child) for child in node.expressions)
+    return (_single_expression(node),)
+
+
+def _single_expression(node) -> IndexExpression:  # noqa: ANN001
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column):
+        name = _column_name(node)
+        return IndexExpression(_quote_identifier(name), name)
+    function = None
+    argument = None
+    if isinstance(node, exp.Lower | exp.Upper):
+        function, argument = type(node).__name__.lower(), node.this
+    elif isinstance(node, exp.Anonymous) and len(node.expressions) == 1:
+        function = _SUPPORTED_FUNCTIONS.get(str(node.this).lower())
+        # mapKeys/mapValues are case-sensitive in ClickHouse; lower/upper are not.
+        if function is not None and function != str(node.this) and function.startswith("map"):
+            function = None
+        argument = node.expressions[0]
+    if function is not None and isinstance(argument, exp.Column):
+        column = _column_name(argument)
+        return IndexExpression(f"{function}({_quote_identifier(column)})", column, function)
+    return IndexExpression(node.sql(dialect="clickhouse"), None, None, supported=False)
+
+
+def _parse_expression_text(text: str) -> IndexExpression:
+    expressions = _to_index_expressions(
+        _parse_index_clause(f"INDEX _i {text} TYPE minmax").expression
+    )
+    if len(expressions) != 1:
+        raise IndexDefinitionError(f"{text!r} is a tuple; pass its elements separately")
+    return expressions[0]
+
+
+def _parse_index_clause(clause: str):  # noqa: ANN202
+    from sqlglot import exp
+
+    statement = _parse_sql(f"CREATE TABLE _bloomskip_ ({clause})")
+    elements = statement.this.expressions if isinstance(statement, exp.Create) else []
+    if len(elements) != 1 or not isinstance(elements[0], exp.IndexColumnConstraint):
+        raise IndexDefinitionError(f"not an index definition: {clause!r}")
+    return elements[0]
+
+
+def _literal_value(node, index_type: str, position: int):  # noqa: ANN001, ANN202
+    from sqlglot import exp
+
+    negative = False
+    if isinstance(node, exp.Neg):
+        negative, node = True, node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        text = node.this
+        if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+            value: int | float = int(text, 16)
+        elif re.fullmatch(r"\d+", text):
+            value = int(text)
+        else:
+            value = float(text)
+        return -value if negative else value
+    if isinstance(node, exp.Column) and node.name.lower() in ("nan", "inf"):
+        value = math.nan if node.name.lower() == "nan" else math.inf
+        return -value if negative else value
+    raise IndexDefinitionError(
+        f"{index_type} argument {position} must be a number literal, got {node.sql('clickhouse')!r}"
+    )
+
+
+def _definition_from_node(node, default_name: bool) -> IndexDefinition:  # noqa: ANN001
+    from sqlglot import exp
+
+    expressions = _to_index_expressions(node.args["expression"])
+    index_type_node = node.args.get("index_type")
+    if isinstance(index_type_node, exp.Anonymous):
+        index_type = str(index_type_node.this)
+        raw_arguments = index_type_node.expressions
+    elif index_type_node is not None:
+        index_type, raw_arguments = index_type_node.name, []
+    else:
+        raise IndexDefinitionError(f"index {node.name!r} has no TYPE")
+    arguments = tuple(
+        _literal_value(argument, index_type, i + 1) for i, argument in enumerate(raw_arguments)
+    )
+    granularity_node = node.args.get("granularity")
+    granularity = 1
+    if isinstance(granularity_node, exp.Expression):
+        granularity = _literal_value(granularity_node, "GRANULARITY", 1)
+    name = None if default_name else node.name
+    return _build_definition(name, expressions, index_type, arguments, granularity)
+
+
+def parse_index_definition(text: str) -> IndexDefinition:
+    """Parse ``[INDEX name] expr TYPE type[(args)] [GRANULARITY g]``.
+
+    Args:
+        text: The index clause, e.g. ``"INDEX i (a, lower(s)) TYPE bloom_filter(0.01)"``. The
+            ``INDEX name`` prefix is optional (the name then derives from the expression) and
+            GRANULARITY defaults to 1. ``ADD INDEX`` / a trailing ``;`` are accepted.
+
+    Returns:
+        The validated definition.
+
+    Raises:
+        IndexDefinitionError: On a syntax error, an index type other than the three
+            Bloom-filter types, or an argument ClickHouse would reject (the message names it).
+
+    Example:
+        >>> d = parse_index_definition("v TYPE bloom_filter(0.092)")
+        >>> (d.name, d.bits_per_row, d.hash_functions)
+        ('v', 6, 2)
+    """
+    import sqlglot
+
+    clause = text.strip().rstrip(";").strip()
+    try:
+        tokens = sqlglot.tokenize(clause, read="clickhouse")
+    except sqlglot.errors.SqlglotError as exc:
+        raise IndexDefinitionError(f"cannot parse {text!r}: {exc}") from exc
+    words = [token.text.upper() for token in tokens[:2]]
+    if words[:2] == ["ADD", "INDEX"]:
+        clause = clause[tokens[0].end + 1 :].strip()
+        words = ["INDEX"]
+    default_name = not words or words[0] != "INDEX"
+    if default_name:
+        clause = f"INDEX _bloomskip_unnamed_ {clause}"
+    return _definition_from_node(_parse_index_clause(clause), default_name)
+
+
+def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]:
+    """Read the columns and Bloom-filter skip indexes of a CREATE/ATTACH TABLE statement.
+
+    Args:
+        sql: e.g. the ``.sql`` file ClickHouse keeps in its metadata folder
+            (``ATTACH TABLE _ UUID '...' (...) ENGINE = MergeTree ...``).
+
+    Returns:
+        ``(columns, indexes)``: each column's ClickHouse type in ClickHouse spelling, in table
+        order, and the ``bloom_filter`` / ``ngrambf_v1`` / ``tokenbf_v1`` indexes (other index
+        types such as minmax or set are not returned).
+
+    Raises:
+        IndexDefinitionError: If the text is not a CREATE/ATTACH TABLE with a column list, or an
+            index has arguments ClickHouse would reject.
+
+    Example:
+        >>> columns, indexes = parse_create_table(
+        ...     "CREATE TABLE t (a UInt64, INDEX i a TYPE bloom_filter) ENGINE = Log"
+        ... )
+        >>> columns, indexes[0].bits_per_row
+        ({'a': 'UInt64'}, 8)
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    text = sql.strip().rstrip(";")
+    try:
+        tokens = sqlglot.tokenize(text, read="clickhouse")
+    except sqlglot.errors.SqlglotError as exc:
+        raise IndexDefinitionError(f"cannot parse CREATE TABLE statement: {exc}") from exc
+    # sqlglot has no ATTACH TABLE grammar; the statement is otherwise a CREATE TABLE.
+    if tokens and tokens[0].text.upper() == "ATTACH":
+        text = "CREATE" + text[tokens[0].end + 1 :]
+    statement = _parse_sql(text)
+    if not isinstance(statement, exp.Create) or not isinstance(statement.this, exp.Schema):
+        raise IndexDefinitionError("not a CREATE/ATTACH TABLE statement with a column list")
+    columns: dict[str, str] = {}
+    indexes: list[IndexDefinition] = []
+    for element in statement.this.expressions:
+        if isinstance(element, exp.ColumnDef):
+            kind = element.args.get("kind")
+            if kind is None:
+                raise IndexDefinitionError(f"column {element.name!r} has no type")
+            columns[element.name] = _type_text(kind)
+        elif isinstance(element, exp.IndexColumnConstraint):
+            index_type = element.args.get("index_type")
+            type_name = (
+                str(index_type.this) if isinstance(index_type, exp.Anonymous) else index_type.name
+            )
+            if type_name in INDEX_TYPES:
+                indexes.append(_definition_from_node(element, default_name=False))
+    # Column types are not checked against the indexes here: ClickHouse validated the table
+    # when it was created, and a metadata file must stay readable.
+    return columns, indexes
+
+
+def _type_text(kind) -> str:  # noqa: ANN001
+    return str(type_from_sqlglot(kind))

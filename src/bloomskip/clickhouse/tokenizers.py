@@ -1,0 +1,603 @@
+"""Query-side tokenizers of ClickHouse's ``ngrambf_v1`` and ``tokenbf_v1`` skip indexes.
+
+A text skip index stores, per granule, a Bloom filter of the tokens of every row. A query
+constant is turned into tokens the same way, and a granule may match only if it holds every
+token. These functions turn one query constant into the list of tokens ClickHouse would add to
+the query filter, for each kind of predicate:
+
+* :meth:`QueryTokenizer.string_tokens` -- ``stringToBloomFilter`` (``=``, ``IN``, ``has``,
+  ``hasToken``, ``hasAny``/``hasAll``);
+* :meth:`QueryTokenizer.like_tokens` -- ``stringLikeToBloomFilter`` (``LIKE``), which drops
+  every token a wildcard touches and honours ``\\`` escapes;
+* :meth:`QueryTokenizer.substring_tokens` -- ``substringToBloomFilter`` (``startsWith``,
+  ``endsWith``, ``multiSearchAny``, ``match``), which for words keeps the needle's first and last
+  token only when they are known to be whole tokens of the row.
+
+:func:`analyze_regexp` mirrors ``OptimizedRegularExpression::analyze``: the literal substrings a
+regular expression requires (or alternatives of which one is required).
+
+Query constants are a few bytes long, so these work byte by byte in Python; the build side
+(every row of the data) runs in the C kernels.
+
+Example:
+    >>> QueryTokenizer("token").like_tokens(b"%x alpha5 beta%")
+    [b'alpha5']
+    >>> QueryTokenizer("ngram", 3).string_tokens("héllo".encode())
+    [b'h\\xc3\\xa9l', b'\\xc3\\xa9ll', b'llo']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["QueryTokenizer", "RegexpAnalysis", "analyze_regexp", "utf8_sequence_length"]
+
+# SplitByNonAlpha: a token is a maximal run of ASCII letters/digits or of bytes >= 0x80 (any
+# non-ASCII byte, so UTF-8 letters stay inside tokens); every other ASCII byte separates.
+_TOKEN_RUN = re.compile(rb"[0-9A-Za-z\x80-\xff]+")
+_WILDCARDS = (ord("%"), ord("_"))
+_BACKSLASH = ord("\\")
+
+
+def utf8_sequence_length(first_byte: int) -> int:
+    """Return ClickHouse's ``UTF8::seqLength``: the byte length a UTF-8 lead byte announces.
+
+    Continuation bytes and invalid lead bytes count as one byte, as in ClickHouse.
+
+    Args:
+        first_byte: The byte value (0..255).
+
+    Returns:
+        1, 2, 3 or 4.
+
+    Example:
+        >>> [utf8_sequence_length(b) for b in (0x41, 0xC3, 0xE2, 0xF0, 0x80)]
+        [1, 2, 3, 4, 1]
+    """
+    if first_byte < 0xC0:
+        return 1
+    if first_byte < 0xE0:
+        return 2
+    if first_byte < 0xF0:
+        return 3
+    if first_byte < 0xF8:
+        return 4
+    # 0xF8..0xFF: ClickHouse's table continues with 5- and 6-byte forms (obsolete UTF-8).
+    return 5 if first_byte < 0xFC else 6
+
+
+def _is_separator(byte: int) -> bool:
+    """Whether ``byte`` is a SplitByNonAlpha separator (non-alphanumeric ASCII)."""
+    return byte < 0x80 and not (
+        0x30 <= byte <= 0x39 or 0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A
+    )
+
+
+@dataclass(frozen=True)
+class QueryTokenizer:
+    """The tokenizer of one text skip index, for query constants.
+
+    Args:
+        kind: ``"ngram"`` (``ngrambf_v1``) or ``"token"`` (``tokenbf_v1``).
+        n: The n-gram length in code points (``ngram`` only).
+
+    Raises:
+        ValueError: Unknown ``kind`` or ``n < 1`` for n-grams.
+
+    Example:
+        >>> QueryTokenizer("token").substring_tokens(b"alpha5 beta", True, False)
+        [b'alpha5']
+    """
+
+    kind: str
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("ngram", "token"):
+            raise ValueError(f"unknown tokenizer kind {self.kind!r} (expected 'ngram' or 'token')")
+        if self.kind == "ngram" and self.n < 1:
+            raise ValueError(f"ngram length must be at least 1, got {self.n}")
+
+    def string_tokens(self, data: bytes) -> list[bytes]:
+        """Tokens of an exact-match constant (``stringToBloomFilter``).
+
+        Args:
+            data: The constant's bytes.
+
+        Returns:
+            The tokens in order (duplicates kept; adding one twice is harmless).
+        """
+        if self.kind == "token":
+            return _TOKEN_RUN.findall(data)
+        return [data[start:end] for start, end in self._ngram_spans(data)]
+
+    def substring_tokens(self, data: bytes, is_prefix: bool, is_suffix: bool) -> list[bytes]:
+        """Tokens of a substring needle (``substringToBloomFilter``).
+
+        For n-grams every n-gram of the needle is an n-gram of any row containing it, so the
+        flags are ignored. For words, a token that touches the needle's start (unless the needle
+        is a prefix of the row) or its end (unless it is a suffix) may be a fragment of a longer
+        row token, so it is dropped.
+
+        Args:
+            data: The needle's bytes.
+            is_prefix: The needle is known to start the row (``startsWith``).
+            is_suffix: The needle is known to end the row (``endsWith``).
+
+        Returns:
+            The tokens to probe.
+        """
+        if self.kind == "ngram":
+            return self.string_tokens(data)
+        length = len(data)
+        return [
+            match.group()
+            for match in _TOKEN_RUN.finditer(data)
+            if (match.start() > 0 or is_prefix) and (match.end() < length or is_suffix)
+        ]
+
+    def like_tokens(self, pattern: bytes) -> list[bytes]:
+        """Tokens a ``LIKE`` pattern requires (``stringLikeToBloomFilter``).
+
+        Args:
+            pattern: The pattern's bytes (after SQL string-literal unescaping).
+
+        Returns:
+            The tokens every matching row must contain.
+        """
+        if self.kind == "token":
+            return _like_words(pattern)
+        return _like_ngrams(pattern, self.n)
+
+    def _ngram_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """(start, end) of every window of n code points, as ``NgramsTokenizer::nextInString``."""
+        spans = []
+        length = len(data)
+        position = 0
+        while position < length:
+            end = position
+            code_points = 0
+            while code_points < self.n and end < length:
+                end += utf8_sequence_length(data[end])
+                code_points += 1
+            if code_points < self.n:
+                break
+            # A lead byte may announce more bytes than remain: the token is clipped.
+            spans.append((position, min(end, length)))
+            position += utf8_sequence_length(data[position])
+        return spans
+
+
+def _like_words(pattern: bytes) -> list[bytes]:
+    """``SplitByNonAlphaTokenizer::nextInStringLike`` applied to the whole pattern."""
+    tokens: list[bytes] = []
+    token = bytearray()
+    bad = False  # a wildcard touches the current token
+    escaped = False
+    position = 0
+    length = len(pattern)
+    while position < length:
+        byte = pattern[position]
+        if not escaped and byte in _WILDCARDS:
+            token.clear()
+            bad = True
+            position += 1
+        elif not escaped and byte == _BACKSLASH:
+            escaped = True
+            position += 1
+        elif _is_separator(byte):
+            # Escaped `%`, `_` and `\` land here too: they are non-alphanumeric ASCII.
+            if not bad and token:
+                tokens.append(bytes(token))
+            token.clear()
+            bad = False
+            escaped = False
+            position += 1
+        else:
+            size = utf8_sequence_length(byte)
+            token += pattern[position : position + size]
+            position += size
+            escaped = False
+    if not bad and token:
+        tokens.append(bytes(token))
+    return tokens
+
+
+def _like_unit_length(pattern: bytes, position: int) -> int:
+    """Length of the LIKE lexical unit at ``position``: ``\\x`` pairs count as one unit."""
+    if pattern[position] == _BACKSLASH and position + 1 < len(pattern):
+        return 1 + utf8_sequence_length(pattern[position + 1])
+    return utf8_sequence_length(pattern[position])
+
+
+def _like_ngrams(pattern: bytes, n: int) -> list[bytes]:
+    """``NgramsTokenizer::nextInStringLike`` applied to the whole pattern.
+
+    Each n-gram is n literal code points with no unescaped wildcard between them; the next window
+    starts one lexical unit later.
+    """
+    tokens: list[bytes] = []
+    length = len(pattern)
+    start = 0
+    while start < length:
+        token = bytearray()
+        code_points = 0
+        escaped = False
+        position = start
+        found = False
+        while position < length:
+            byte = pattern[position]
+            if escaped and byte in (*_WILDCARDS, _BACKSLASH):
+                token.append(byte)
+                code_points += 1
+                escaped = False
+                position += 1
+            elif not escaped and byte in _WILDCARDS:
+                # The window cannot span a wildcard: restart right after it.
+                token.clear()
+                code_points = 0
+                position += 1
+                start = position
+            elif not escaped and byte == _BACKSLASH:
+                escaped = True
+                position += 1
+            else:
+                size = utf8_sequence_length(byte)
+                token += pattern[position : position + size]
+                position += size
+                code_points += 1
+                escaped = False
+            if code_points == n:
+                found = True
+                break
+        if not found:
+            break
+        tokens.append(bytes(token))
+        start += _like_unit_length(pattern, start)
+    return tokens
+
+
+@dataclass
+class RegexpAnalysis:
+    """What ``OptimizedRegularExpression::analyze`` extracts from a regular expression.
+
+    Attributes:
+        required_substring: A literal every match contains (empty when none is known).
+        alternatives: Literals of which every match contains at least one (empty when none).
+        is_trivial: The whole expression is one literal.
+    """
+
+    required_substring: bytes = b""
+    alternatives: list[bytes] = field(default_factory=list)
+    is_trivial: bool = False
+
+
+@dataclass
+class _Literal:
+    text: bytearray = field(default_factory=bytearray)
+    prefix: bool = False
+    suffix: bool = False
+
+
+_CASE_INSENSITIVE_FLAG = re.compile(rb"\(\?[-imsUu]*i")
+_MIN_REQUIRED_LENGTH = 3  # MIN_LENGTH_FOR_STRSTR: shorter top-level literals are not used
+_IGNORED_LITERALS = (b"://", b"http://", b"www", b"Windows ")  # ClickHouse's web-analytics hack
+_ESCAPED_LITERALS = frozenset(b"|()^$.[]?*+-{}/")
+_FLAG_CHARS = frozenset(b"-imsUu")
+# Escapes whose argument follows the letter (\x41, \pL, \p{Greek}, \123, \Q...\E, \C).
+_MULTI_CHAR_ESCAPES = frozenset(b"xpPQEC0123456789")
+
+
+def _shortest(literals: list[_Literal]) -> int:
+    return min((len(literal.text) for literal in literals), default=0)
+
+
+class _RegexpAnalyzer:
+    """A transcription of ClickHouse's ``analyzeImpl`` recursion over one pattern."""
+
+    def __init__(self, pattern: bytes) -> None:
+        self.pattern = pattern
+        self.end = len(pattern)
+        # Set where ClickHouse's analysis would require a literal that a match need not contain.
+        self.unsound = False
+
+    def analyze(
+        self, position: int, required: _Literal, alternatives: list[_Literal]
+    ) -> tuple[int, bool]:
+        """Analyze from ``position`` up to the closing ``)`` or the end; return (position, trivial)."""
+        pattern, end = self.pattern, self.end
+        is_first_call = position == 0
+        depth = 0
+        state = {"trivial": True, "prefix": True}
+        required.text.clear()
+        required.prefix = required.suffix = False
+        has_top_level_alternative = False
+        has_case_insensitive_flag = False
+        substrings: list[list] = [[bytearray(), False]]  # [literal, is_prefix]
+        current: list[_Literal] = []
+
+        def finish_current() -> None:
+            nonlocal current
+            if not current:
+                return
+            if not alternatives:
+                alternatives[:] = current
+            elif _shortest(alternatives) < _shortest(current):
+                alternatives[:] = current
+            current = []
+
+        def finish_non_trivial(create_new: bool = True) -> None:
+            state["trivial"] = False
+            if create_new:
+                state["prefix"] = False
+            if depth != 0:
+                return
+            for alternative in current:
+                if alternative.suffix:
+                    alternative.text += substrings[-1][0]
+                    alternative.suffix = False
+            finish_current()
+            if substrings[-1][0] and create_new:
+                substrings.append([bytearray(), False])
+
+        def finish_group(group_required: _Literal, group_alternatives: list[_Literal]) -> None:
+            nonlocal current
+            for alternative in group_alternatives:
+                if alternative.prefix:
+                    alternative.text = substrings[-1][0] + alternative.text
+                    alternative.prefix = state["prefix"]
+            if group_required.prefix:
+                substrings[-1][0] += group_required.text
+                substrings[-1][1] = state["prefix"]
+            else:
+                finish_non_trivial()
+                substrings[-1][0] = bytearray(group_required.text)
+                substrings[-1][1] = False
+            state["prefix"] = state["prefix"] and group_required.prefix and group_required.suffix
+            if substrings[-1][0] and not group_required.suffix:
+                substrings.append([bytearray(), False])
+            finish_current()
+            current = group_alternatives
+
+        in_curly = False
+        in_square = False
+        while position != end:
+            char = pattern[position]
+            ordinary = False
+            if char == 0:
+                position = end
+                continue
+            if char == ord("\\"):
+                position += 1
+                if position == end:
+                    break
+                if pattern[position] in _ESCAPED_LITERALS:
+                    ordinary = True
+                    char = pattern[position]
+                elif pattern[position] in _MULTI_CHAR_ESCAPES:
+                    # ClickHouse skips only the letter and reads `\x41` as a literal "41": unsound.
+                    self.unsound = True
+                    finish_non_trivial()
+                    position += 1
+                    continue
+                else:
+                    # \d, \w, \x41, \Q...: not understood, so it ends the literal.
+                    finish_non_trivial()
+                    position += 1
+                    continue
+            elif char == ord("|"):
+                state["trivial"] = False
+                state["prefix"] = False
+                position += 1
+                if depth == 0:
+                    has_top_level_alternative = True
+                    break
+                continue
+            elif char == ord("("):
+                state["trivial"] = False
+                if not in_square:
+                    if (
+                        position + 2 < end
+                        and pattern[position + 1] == ord("?")
+                        and pattern[position + 2] in _FLAG_CHARS
+                    ):
+                        offset = 2
+                        while position + offset < end:
+                            if pattern[position + offset] == ord("i"):
+                                has_case_insensitive_flag = True
+                            elif pattern[position + offset] not in _FLAG_CHARS:
+                                break
+                            offset += 1
+                        position += offset
+                        if position == end:
+                            return position, state["trivial"]
+                        if pattern[position] == ord(")"):
+                            position += 1
+                            continue
+                    elif (
+                        position + 2 < end
+                        and pattern[position + 1] == ord("?")
+                        and pattern[position + 2] == ord(":")
+                    ):
+                        position += 2
+                    elif (
+                        position + 3 < end
+                        and pattern[position + 1] == ord("?")
+                        and (
+                            pattern[position + 2] in (ord("<"), ord("'"))
+                            or (pattern[position + 2] == ord("P") and pattern[position + 3] == ord("<"))
+                        )
+                    ):
+                        position = self._skip_group_name(
+                            position, 3 if pattern[position + 2] == ord("P") else 2
+                        )
+                    group_required = _Literal()
+                    group_alternatives: list[_Literal] = []
+                    position, _ = self.analyze(position + 1, group_required, group_alternatives)
+                    if position == end:
+                        return position, state["trivial"]
+                    optional_group = (
+                        position + 1 < end and pattern[position + 1] in (ord("?"), ord("*"))
+                    ) or (
+                        position + 2 < end
+                        and pattern[position + 1] == ord("{")
+                        and pattern[position + 2] == ord("0")
+                    )
+                    if optional_group:
+                        finish_non_trivial()
+                    else:
+                        finish_group(group_required, group_alternatives)
+                position += 1
+                continue
+            elif char == ord("["):
+                if pattern[position + 1 : position + 2] == b"]" or pattern[
+                    position + 1 : position + 3
+                ] == b"^]":
+                    # RE2 reads `[]a]` as a class holding `]`; ClickHouse closes it early and
+                    # takes the rest as a literal, which is unsound.
+                    self.unsound = True
+                in_square = True
+                depth += 1
+                finish_non_trivial()
+                position += 1
+                continue
+            elif char == ord("]"):
+                if not in_square:
+                    ordinary = True
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        in_square = False
+                    finish_non_trivial()
+                    position += 1
+                    continue
+            elif char == ord(")"):
+                if not in_square:
+                    break
+                position += 1
+                continue
+            elif char in (ord("^"), ord("$"), ord("."), ord("+")):
+                finish_non_trivial()
+                position += 1
+                continue
+            elif char in (ord("{"), ord("?"), ord("*")):
+                if char == ord("{"):
+                    in_curly = True
+                # The quantified atom may occur zero times: drop it from the literal. ClickHouse
+                # drops one byte, which leaves part of a multi-byte character behind (a literal
+                # no row has to contain); we drop the whole UTF-8 character.
+                if depth == 0 and substrings[-1][0] and not in_square:
+                    literal = substrings[-1][0]
+                    while len(literal) > 1 and 0x80 <= literal[-1] < 0xC0:
+                        del literal[-1]
+                    del literal[-1]
+                finish_non_trivial()
+                position += 1
+                continue
+            elif char == ord("}"):
+                if in_curly:
+                    in_curly = False
+                    position += 1
+                    continue
+                ordinary = True
+            else:
+                ordinary = True
+            if ordinary:
+                if depth == 0 and not in_curly and not in_square:
+                    if not substrings[-1][0]:
+                        substrings[-1][1] = state["prefix"]
+                    substrings[-1][0].append(char)
+                position += 1
+
+        if not state["trivial"]:
+            finish_non_trivial(False)
+            if not has_case_insensitive_flag:
+                best = None
+                best_length = 0
+                for index, (text, _) in enumerate(substrings):
+                    if len(text) > best_length and bytes(text) not in _IGNORED_LITERALS:
+                        best_length = len(text)
+                        best = index
+                if best is not None and (
+                    best_length >= _MIN_REQUIRED_LENGTH or (not is_first_call and best_length > 0)
+                ):
+                    required.text = bytearray(substrings[best][0])
+                    required.prefix = substrings[best][1]
+                    required.suffix = best + 1 == len(substrings)
+        else:
+            # The whole (sub)pattern is one literal, possibly empty: it is both prefix and suffix.
+            required.text = bytearray(substrings[0][0])
+            required.prefix = required.suffix = True
+
+        if has_top_level_alternative:
+            if not required.text and not alternatives:
+                # ClickHouse drops a branch without literals (`.*|abc` -> ['abc']), which would
+                # lose the rows only that branch matches: no literal can be required then.
+                self.unsound = True
+            if _shortest(alternatives) < len(required.text):
+                alternatives[:] = [_Literal(bytearray(required.text), required.prefix, required.suffix)]
+            next_alternatives: list[_Literal] = []
+            position, _ = self.analyze(position, required, next_alternatives)
+            if not next_alternatives or _shortest(next_alternatives) < len(required.text):
+                alternatives.append(
+                    _Literal(bytearray(required.text), required.prefix, required.suffix)
+                )
+            else:
+                alternatives.extend(next_alternatives)
+            required.text = bytearray()
+            required.prefix = required.suffix = False
+        return position, state["trivial"]
+
+    def _skip_group_name(self, position: int, offset: int) -> int:
+        """Skip ``(?<name>`` / ``(?'name'`` / ``(?P<name>``; return the position of its last char."""
+        closing = ord(">") if self.pattern[position + offset] == ord("<") else ord("'")
+        offset += 1
+        while position + offset < self.end:
+            char = self.pattern[position + offset]
+            if char == closing:
+                return position + offset
+            if chr(char).isascii() and chr(char).isalnum():
+                offset += 1
+            else:
+                return position
+        return position
+
+
+def analyze_regexp(pattern: bytes) -> RegexpAnalysis:
+    """Extract the literals a regular expression requires, as ClickHouse's ``analyze`` does.
+
+    ClickHouse's ``match`` predicate on a text index probes the ``required_substring`` or, when
+    there are ``alternatives``, any one of them (each as a substring needle).
+
+    Args:
+        pattern: The RE2 pattern's bytes.
+
+    Returns:
+        The analysis; both fields empty means the index cannot help.
+
+    Example:
+        >>> analyze_regexp(b"abc(de|fg)h").alternatives
+        [b'abcde', b'abcfg']
+        >>> analyze_regexp(b"x+hello.*").required_substring
+        b'hello'
+    """
+    required = _Literal()
+    alternatives: list[_Literal] = []
+    analyzer = _RegexpAnalyzer(pattern)
+    if _CASE_INSENSITIVE_FLAG.search(pattern):
+        # ClickHouse skips the required substring under (?i) but still uses group alternatives,
+        # which are case-sensitive literals: unsound, so we use nothing.
+        return RegexpAnalysis()
+    try:
+        _, trivial = analyzer.analyze(0, required, alternatives)
+    except RecursionError:
+        # ClickHouse's own analyze gives up (and so the index is unused) on a stack overflow.
+        return RegexpAnalysis()
+    if analyzer.unsound:
+        return RegexpAnalysis()
+    return RegexpAnalysis(
+        required_substring=bytes(required.text),
+        alternatives=[bytes(literal.text) for literal in alternatives],
+        is_trivial=trivial,
+    )

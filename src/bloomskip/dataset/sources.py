@@ -1,0 +1,268 @@
+"""Dataset sources: which files a DATASET argument names, and each file's identity and granules.
+
+A DATASET is one Parquet file, one Arrow IPC file, a directory of Parquet files (discovered the
+way ``pyarrow.dataset`` does it, so ``_``- and ``.``-prefixed entries such as our own sidecar are
+ignored) or a glob of Parquet files. Every file is described by a :class:`SourceFile`: its
+identity (size, modification time and a SHA-256 of its footer) and its granules (row groups, or
+record batches for Arrow IPC).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from bloomskip.errors import BloomskipError, FormatError
+
+PARQUET_MAGIC = b"PAR1"
+ARROW_IPC_MAGIC = b"ARROW1"
+# A footer larger than this is not a footer we can trust: refuse rather than allocate it.
+MAX_FOOTER_BYTES = 256 * 1024 * 1024
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """What a source file looked like when it was indexed.
+
+    Attributes:
+        size: File size in bytes.
+        mtime_ns: Modification time in nanoseconds.
+        footer_sha256: Hex SHA-256 of the Parquet footer (or the Arrow IPC footer) bytes.
+    """
+
+    size: int
+    mtime_ns: int
+    footer_sha256: str
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a dataset.
+
+    Attributes:
+        path: Absolute path of the file.
+        format: ``"parquet"`` or ``"arrow-ipc"``.
+    """
+
+    path: Path
+    format: str
+
+    def identity(self) -> FileIdentity:
+        """Return the file's current identity.
+
+        Returns:
+            The size, modification time and footer hash read now.
+
+        Raises:
+            FormatError: The file is too short or its footer is malformed.
+            OSError: The file cannot be read.
+
+        Example:
+            >>> SourceFile(Path("a.parquet"), "parquet").identity()  # doctest: +SKIP
+            FileIdentity(size=1234, mtime_ns=..., footer_sha256='9f2c...')
+        """
+        with open(self.path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            footer = read_footer_bytes(handle, stat.st_size, self.format, str(self.path))
+        return FileIdentity(stat.st_size, stat.st_mtime_ns, hashlib.sha256(footer).hexdigest())
+
+
+def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes:
+    """Return the footer of a Parquet or Arrow IPC file (the metadata plus its length and magic).
+
+    Args:
+        handle: A binary file object open for reading.
+        size: The file size in bytes.
+        file_format: ``"parquet"`` or ``"arrow-ipc"``.
+        source: The file name, for error messages.
+
+    Returns:
+        The footer bytes, from the start of the footer metadata to the end of the file.
+
+    Raises:
+        FormatError: The trailing magic or the footer length is wrong.
+
+    Example:
+        >>> with open("a.parquet", "rb") as f:  # doctest: +SKIP
+        ...     read_footer_bytes(f, os.fstat(f.fileno()).st_size, "parquet", "a.parquet")
+    """
+    magic = PARQUET_MAGIC if file_format == "parquet" else ARROW_IPC_MAGIC
+    trailer_size = 4 + len(magic)
+    if size < trailer_size + len(magic):
+        raise FormatError("file too short to hold a footer", field="footer", offset=0, source=source)
+    handle.seek(size - trailer_size)
+    trailer = handle.read(trailer_size)
+    if trailer[4:] != magic:
+        raise FormatError(
+            f"missing trailing {magic!r} magic", field="magic", offset=size - len(magic), source=source
+        )
+    (footer_length,) = struct.unpack("<i", trailer[:4])
+    if footer_length < 0 or footer_length > min(size - trailer_size, MAX_FOOTER_BYTES):
+        raise FormatError(
+            f"footer length {footer_length} does not fit in a {size}-byte file",
+            field="footer_length",
+            offset=size - trailer_size,
+            source=source,
+        )
+    start = size - trailer_size - footer_length
+    handle.seek(start)
+    return handle.read(footer_length + trailer_size)
+
+
+def sniff_format(path: Path) -> str:
+    """Return ``"parquet"`` or ``"arrow-ipc"`` from a file's leading magic bytes.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The format name.
+
+    Raises:
+        BloomskipError: The file is neither Parquet nor an Arrow IPC file.
+
+    Example:
+        >>> sniff_format(Path("events.parquet"))  # doctest: +SKIP
+        'parquet'
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(len(ARROW_IPC_MAGIC))
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    if head == ARROW_IPC_MAGIC:
+        return "arrow-ipc"
+    raise BloomskipError(f"{path}: not a Parquet file nor an Arrow IPC file (magic {head!r})")
+
+
+def is_glob(text: str) -> bool:
+    """Return True when ``text`` holds a glob wildcard (``*``, ``?`` or ``[``)."""
+    return any(character in GLOB_CHARACTERS for character in text)
+
+
+def glob_root(pattern: str) -> Path:
+    """Return the deepest directory of a glob pattern that holds no wildcard."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts:
+        if is_glob(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
+
+
+def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
+    """Resolve a DATASET argument to its files.
+
+    Args:
+        dataset: A Parquet or Arrow IPC file, a directory of Parquet files, or a glob.
+
+    Returns:
+        ``(root, files)``: the directory the dataset lives in (where the sidecar goes) and the
+        files, sorted by path.
+
+    Raises:
+        BloomskipError: Nothing matches, or a file is neither Parquet nor Arrow IPC.
+
+    Example:
+        >>> root, files = discover("logs/*.parquet")  # doctest: +SKIP
+        >>> [f.path.name for f in files]  # doctest: +SKIP
+        ['part-0.parquet', 'part-1.parquet']
+    """
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.is_file():
+        return path.resolve().parent, [SourceFile(path.resolve(), sniff_format(path))]
+    if path.is_dir():
+        import pyarrow.dataset as pads
+
+        found = pads.dataset(str(path), format="parquet").files
+        root = path.resolve()
+        files = [SourceFile(Path(name).resolve(), "parquet") for name in found]
+    elif is_glob(text):
+        root = glob_root(text).resolve()
+        matched = [Path(name) for name in glob.glob(text, recursive=True)]
+        files = [SourceFile(name.resolve(), sniff_format(name)) for name in matched if name.is_file()]
+        if any(source.format != "parquet" for source in files):
+            raise BloomskipError(f"{text}: a glob dataset must hold only Parquet files")
+    else:
+        raise BloomskipError(f"{text}: no such file, directory or glob match")
+    if not files:
+        raise BloomskipError(f"{text}: the dataset holds no Parquet file")
+    return root, sorted(files, key=lambda source: str(source.path))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The storage units of a file: Parquet row groups or Arrow IPC record batches.
+
+    Attributes:
+        rows: Rows of each unit, ``int64[units]``.
+        column_bytes: For each top-level column, its stored (compressed) bytes in each unit.
+    """
+
+    rows: object
+    column_bytes: dict[str, object]
+
+    def bytes_of(self, columns: list[str]):
+        """Return the stored bytes per unit of ``columns`` (all columns when empty)."""
+        import numpy as np
+
+        names = columns or list(self.column_bytes)
+        total = np.zeros(len(self.rows), dtype=np.int64)
+        for name in names:
+            if name in self.column_bytes:
+                total += self.column_bytes[name]
+        return total
+
+
+def read_layout(source: SourceFile) -> Layout:
+    """Read the row counts and per-column sizes of a file's row groups (or record batches).
+
+    Args:
+        source: The file.
+
+    Returns:
+        Its :class:`Layout`.
+
+    Raises:
+        OSError: The file cannot be read.
+        pyarrow.ArrowInvalid: The file is not valid Parquet / Arrow IPC.
+
+    Example:
+        >>> read_layout(SourceFile(Path("a.parquet"), "parquet")).rows  # doctest: +SKIP
+        array([65536, 65536, 1200])
+    """
+    import numpy as np
+
+    if source.format == "parquet":
+        import pyarrow.parquet as pq
+
+        metadata = pq.ParquetFile(source.path).metadata
+        rows = np.array(
+            [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], np.int64
+        )
+        column_bytes: dict[str, object] = {}
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                name = chunk.path_in_schema.split(".")[0]
+                sizes = column_bytes.setdefault(name, np.zeros(len(rows), np.int64))
+                sizes[g] += chunk.total_compressed_size
+        return Layout(rows, column_bytes)
+    import pyarrow as pa
+
+    with pa.memory_map(str(source.path)) as handle:
+        reader = pa.ipc.open_file(handle)
+        batches = [reader.get_batch(b) for b in range(reader.num_record_batches)]
+        rows = np.array([batch.num_rows for batch in batches], np.int64)
+        column_bytes = {
+            name: np.array([batch.column(c).nbytes for batch in batches], np.int64)
+            for c, name in enumerate(reader.schema.names)
+        }
+    return Layout(rows, column_bytes)

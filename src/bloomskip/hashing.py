@@ -1,0 +1,205 @@
+"""The hash functions TsFile and ClickHouse build their Bloom filters with.
+
+Every function takes one value or a batch. One value is ``bytes``/``bytearray``/``memoryview`` or
+``str`` (hashed as UTF-8) and gives Python ints. A batch is a pyarrow string/binary array (read
+straight from its buffers), a numpy array (each element's raw little-endian bytes), or a sequence
+of ``bytes``/``str``; it gives numpy arrays (``uint64`` for 64-bit hashes, ``int32`` for hash32).
+
+Example:
+    >>> from bloomskip.hashing import cityhash64, tsfile_hash32
+    >>> tsfile_hash32("root.sg.d.s1", 5)
+    -1267668613
+    >>> cityhash64(["a", "b"]).dtype
+    dtype('uint64')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bloomskip import _native
+from bloomskip._batch import batch_view, check_uint, is_scalar, scalar_bytes, uint64_array
+
+__all__ = [
+    "cityhash128",
+    "cityhash64",
+    "cityhash64_with_seed",
+    "hash128_to_64",
+    "int_hash64",
+    "murmur3_x64_128",
+    "tsfile_hash32",
+]
+
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _int32_seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not -(2**31) <= int(seed) < 2**31:
+        raise ValueError(f"seed must be a 32-bit signed int (Java int), got {seed}")
+    return int(seed)
+
+
+def murmur3_x64_128(data, seed: int = 0):
+    """Standard MurmurHash3 x64 128-bit (as ``mmh3.hash128``), split into its two 64-bit halves.
+
+    Args:
+        data: One value or a batch (see the module docstring).
+        seed: Unsigned 32-bit seed.
+
+    Returns:
+        ``(h1, h2)``: two ints, or two uint64 arrays for a batch. ``h1 | h2 << 64`` is the value
+        ``mmh3.hash128(data, seed)`` returns.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Seed outside 0..2**32-1; Arrow nulls.
+    """
+    seed = check_uint(seed, 32, "seed")
+    if is_scalar(data):
+        return _native.murmur3_128(scalar_bytes(data), seed)
+    view = batch_view(data)
+    h1 = np.empty(view[3], dtype=np.uint64)
+    h2 = np.empty(view[3], dtype=np.uint64)
+    _native.murmur3_128_batch(view, seed, h1, h2)
+    return h1, h2
+
+
+def tsfile_hash32(data, seed: int, signed_tail: bool = True):
+    """TsFile's ``Murmur128Hash`` hash32: low 32 bits of h1 + h2, as a signed int.
+
+    Args:
+        data: One value or a batch.
+        seed: Java int seed (sign-extended to 64 bits, as Java does).
+        signed_tail: True for the specification and the Java library (tail bytes sign-extended);
+            False for the C++ library (PyPI ``tsfile``), which uses the standard tail.
+
+    Returns:
+        An int in -2**31..2**31-1, or an int32 array for a batch.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Seed outside the Java int range; Arrow nulls.
+    """
+    seed = _int32_seed(seed)
+    if is_scalar(data):
+        return _native.tsfile_hash32(scalar_bytes(data), seed, bool(signed_tail))
+    view = batch_view(data)
+    out = np.empty(view[3], dtype=np.int32)
+    _native.tsfile_hash32_batch(view, seed, bool(signed_tail), out)
+    return out
+
+
+def cityhash64(data):
+    """CityHash64 v1.0.2, the version ClickHouse uses for String values.
+
+    Args:
+        data: One value or a batch.
+
+    Returns:
+        An int, or a uint64 array for a batch.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Arrow nulls.
+    """
+    if is_scalar(data):
+        return _native.cityhash64(scalar_bytes(data))
+    view = batch_view(data)
+    out = np.empty(view[3], dtype=np.uint64)
+    _native.cityhash64_batch(view, out)
+    return out
+
+
+def cityhash64_with_seed(data, seed: int):
+    """CityHash64WithSeed v1.0.2 (ClickHouse's ngrambf_v1 / tokenbf_v1 token hash).
+
+    Args:
+        data: One value or a batch.
+        seed: Unsigned 64-bit seed.
+
+    Returns:
+        An int, or a uint64 array for a batch.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Seed outside 0..2**64-1; Arrow nulls.
+    """
+    seed = check_uint(seed, 64, "seed")
+    if is_scalar(data):
+        return _native.cityhash64_with_seed(scalar_bytes(data), seed)
+    view = batch_view(data)
+    out = np.empty(view[3], dtype=np.uint64)
+    _native.cityhash64_with_seed_batch(view, seed, out)
+    return out
+
+
+def cityhash128(data):
+    """CityHash128 v1.0.2 (the checksum of ClickHouse's compressed blocks).
+
+    Args:
+        data: One value or a batch.
+
+    Returns:
+        ``(low64, high64)``: two ints, or two uint64 arrays for a batch.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Arrow nulls.
+    """
+    if is_scalar(data):
+        return _native.cityhash128(scalar_bytes(data))
+    view = batch_view(data)
+    low = np.empty(view[3], dtype=np.uint64)
+    high = np.empty(view[3], dtype=np.uint64)
+    _native.cityhash128_batch(view, low, high)
+    return low, high
+
+
+def hash128_to_64(low, high):
+    """CityHash's ``Hash128to64`` of a 128-bit value given as two 64-bit halves.
+
+    Args:
+        low: Low half: an int in 0..2**64-1, or an integer array.
+        high: High half, the same shape as ``low``.
+
+    Returns:
+        An int, or a uint64 array.
+
+    Raises:
+        TypeError: Non-integers.
+        ValueError: Ints out of range; arrays of different lengths.
+    """
+    if isinstance(low, int | np.integer) and isinstance(high, int | np.integer):
+        return _native.hash128_to_64(check_uint(low, 64, "low"), check_uint(high, 64, "high"))
+    low_array = uint64_array(low, "low")
+    high_array = uint64_array(high, "high")
+    out = np.empty(low_array.shape, dtype=np.uint64)
+    _native.hash128_to_64_array(low_array, high_array, out)
+    return out
+
+
+def int_hash64(x):
+    """ClickHouse ``intHash64`` (MurmurHash3's fmix64 finalizer).
+
+    Args:
+        x: An int in -2**63..2**64-1 (negatives as their 64-bit two's complement, as ClickHouse
+            converts them to UInt64), or an integer array (signed arrays reinterpreted the same way).
+
+    Returns:
+        An int, or a uint64 array.
+
+    Raises:
+        TypeError: Non-integers.
+        ValueError: Ints out of range.
+    """
+    if isinstance(x, int | np.integer) and not isinstance(x, bool):
+        value = int(x)
+        if not -(2**63) <= value <= _U64:
+            raise ValueError(f"x must be in -2**63..2**64-1, got {value}")
+        return _native.int_hash64(value & _U64)
+    values = uint64_array(x, "x")
+    out = np.empty(values.shape, dtype=np.uint64)
+    _native.int_hash64_array(values, out)
+    return out

@@ -1,0 +1,189 @@
+"""Series paths: the Bloom-filter input built from a DeviceID and a measurement.
+
+Both TsFile writers add ``join(segments, ".") + "." + measurement`` to the filter, a null
+segment written as the text ``null``. Tree-model device strings are split into segments by the
+writer's rule (the first segment is the "table name" key of TsFileMetadata); table-model devices
+are ``(table_name, tag1, tag2, ...)`` and the aligned time column is a series too, with an empty
+measurement (``"t1.bj.设备."``).
+
+Example:
+    >>> split_tree_device("root.sg.d1")
+    ('root.sg', 'd1')
+    >>> series_path(("t1", "gz", None), "s1")
+    't1.gz.null.s1'
+    >>> table_series_path("T1", ["bj", "设备"], "")
+    't1.bj.设备.'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+#: Tree-model device strings with more nodes keep this many in the first segment.
+TREE_TABLE_NAME_NODES = 3
+NULL_SEGMENT_TEXT = "null"
+DEFAULT_CHARSET = "utf-8"
+
+DeviceSegments = tuple[str | None, ...]
+
+
+def split_tree_nodes(device: str) -> list[str]:
+    """Split a tree-model path on dots that are not inside back-quotes.
+
+    Args:
+        device: A dotted tree-model device string such as ``root.sg.`a.b```.
+
+    Returns:
+        The nodes, back-quotes kept (the writers keep them, so the joined path is unchanged).
+
+    Example:
+        >>> split_tree_nodes("root.sg.`a.b`")
+        ['root', 'sg', '`a.b`']
+    """
+    nodes: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for char in device:
+        if char == "`":
+            quoted = not quoted
+        if char == "." and not quoted:
+            nodes.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    nodes.append("".join(current))
+    return nodes
+
+
+def split_tree_device(device: str) -> DeviceSegments:
+    """Split a tree-model device string into DeviceID segments as the writers do.
+
+    One node stays whole; up to three nodes become ``(all but the last, last)``; four or more
+    become ``(first three joined, the rest one by one)``. Joining the segments with dots gives the
+    original string back.
+
+    Args:
+        device: The device string, e.g. ``root.sg.d1``.
+
+    Returns:
+        The segments; the first one is the table-name key in TsFileMetadata.
+
+    Example:
+        >>> split_tree_device("root.a.b.c.d")
+        ('root.a.b', 'c', 'd')
+    """
+    nodes = split_tree_nodes(device)
+    if len(nodes) == 1:
+        return (nodes[0],)
+    if len(nodes) <= TREE_TABLE_NAME_NODES:
+        return (".".join(nodes[:-1]), nodes[-1])
+    return (".".join(nodes[:TREE_TABLE_NAME_NODES]), *nodes[TREE_TABLE_NAME_NODES:])
+
+
+def table_device(table_name: str, tags: Sequence[str | None]) -> DeviceSegments:
+    """Return a table-model DeviceID: the lower-cased table name, then the tag values.
+
+    PyPI ``tsfile`` lower-cases table and column names (tag values keep their case); a null tag
+    stays a null segment (the C++ writer keeps trailing nulls too).
+
+    Args:
+        table_name: The table name.
+        tags: Tag values in the schema's tag-column order, ``None`` for null.
+
+    Returns:
+        The segments.
+
+    Example:
+        >>> table_device("T1", ["BJ", None])
+        ('t1', 'BJ', None)
+    """
+    return (table_name.lower(), *tags)
+
+
+def device_path(segments: Sequence[str | None]) -> str:
+    """Join DeviceID segments with dots, a null segment as ``null``.
+
+    Example:
+        >>> device_path(("t1", None, "x"))
+        't1.null.x'
+    """
+    return ".".join(NULL_SEGMENT_TEXT if segment is None else segment for segment in segments)
+
+
+def series_path(segments: Sequence[str | None], measurement: str) -> str:
+    """Return the filter input text of one series: ``device_path(segments) + "." + measurement``.
+
+    Args:
+        segments: The DeviceID segments.
+        measurement: The measurement (column) name; ``""`` for an aligned time column.
+
+    Returns:
+        The path text (encode it with the writer's charset before hashing).
+
+    Example:
+        >>> series_path(("root.sg", "d1"), "s1")
+        'root.sg.d1.s1'
+    """
+    return f"{device_path(segments)}.{measurement}"
+
+
+def tree_series_path(device: str, measurement: str) -> str:
+    """Return the filter input of a tree-model series (the device string is kept as written).
+
+    Example:
+        >>> tree_series_path("root.sg.设备", "温度")
+        'root.sg.设备.温度'
+    """
+    return series_path(split_tree_device(device), measurement)
+
+
+def table_series_path(table_name: str, tags: Sequence[str | None], column: str) -> str:
+    """Return the filter input of a table-model series (column ``""``: the time column).
+
+    Example:
+        >>> table_series_path("t1", ["gz", None], "S1")
+        't1.gz.null.s1'
+    """
+    return series_path(table_device(table_name, tags), column.lower())
+
+
+def encode_paths(paths: Sequence[str] | Any, charset: str = DEFAULT_CHARSET) -> Any:
+    """Turn path texts into a batch the hash kernels read.
+
+    UTF-8 is the kernels' own string encoding, so a UTF-8 batch is passed through untouched;
+    another charset (Java's platform default, for instance) is encoded here.
+
+    Args:
+        paths: Path texts (a sequence of ``str``, or a pyarrow string array for UTF-8).
+        charset: The writer's charset.
+
+    Returns:
+        A batch for ``bloomskip.hashing`` / ``bloomskip.bits``.
+
+    Raises:
+        ValueError: A path cannot be encoded in ``charset``.
+
+    Example:
+        >>> encode_paths(["root.é"], "latin-1")
+        [b'root.\\xe9']
+    """
+    if _is_utf8(charset):
+        return paths
+    if hasattr(paths, "to_pylist"):
+        paths = paths.to_pylist()
+    return [path.encode(charset) if isinstance(path, str) else bytes(path) for path in paths]
+
+
+def encode_path(path: str | bytes, charset: str = DEFAULT_CHARSET) -> bytes:
+    """Encode one path text with ``charset`` (bytes pass through).
+
+    Example:
+        >>> encode_path("root.设备.s1")
+        b'root.\\xe8\\xae\\xbe\\xe5\\xa4\\x87.s1'
+    """
+    return path.encode(charset) if isinstance(path, str) else bytes(path)
+
+
+def _is_utf8(charset: str) -> bool:
+    return charset.lower().replace("_", "-") in ("utf-8", "utf8")

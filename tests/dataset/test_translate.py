@@ -1,0 +1,162 @@
+"""ClickHouse -> DuckDB predicate translation, checked against chdb on the same Parquet file."""
+
+from __future__ import annotations
+
+import chdb
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bloomskip.dataset.translate import (
+    UnsupportedPredicateError,
+    clickhouse_to_duckdb,
+    referenced_columns,
+)
+
+STRINGS = [
+    "alpha beta",
+    "alpha-beta_gamma",
+    "alphabet",
+    "xalpha",
+    "ALPHA",
+    "GET /api/v1/users?id=42 HTTP/1.1",
+    "https://example.com/a%20b",
+    "100% done_now",
+    "a_b a%b a\\b",
+    "Привет мир",
+    "приветмир alpha",
+    "snow☃man ☃",
+    "café alpha",
+    "cafébar",
+    "tab\talpha\nnewline",
+    "",
+    " ",
+    "¥",
+    "error 500: timeout",
+    "Error500",
+    None,
+]
+TAGS = [
+    ["alpha", "beta"],
+    ["gamma"],
+    [],
+    ["alpha", None],
+    None,
+    ["Привет", "☃"],
+] * 4
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("translate") / "sample.parquet"
+    rows = len(STRINGS)
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "s": pa.array(STRINGS, pa.string()),
+            "tags": pa.array(TAGS[:rows], pa.list_(pa.string())),
+            "n": pa.array([i if i % 5 else None for i in range(rows)], pa.int64()),
+        }
+    )
+    pq.write_table(table, path)
+    return str(path)
+
+
+PREDICATES = [
+    "hasToken(s, 'alpha')",
+    "hasToken(s, 'beta')",
+    "hasToken(s, 'gamma')",
+    "hasToken(s, 'ALPHA')",
+    "hasToken(s, 'Привет')",
+    "hasToken(s, 'мир')",
+    "hasToken(s, 'snow')",
+    "hasToken(s, '☃')",
+    "hasToken(s, 'café')",
+    "hasToken(s, 'caf')",
+    "hasToken(s, 'v1')",
+    "hasToken(s, '500')",
+    "hasToken(s, 'newline')",
+    "hasToken(s, '')",
+    "startsWith(s, 'alpha')",
+    "startsWith(s, '')",
+    "startsWith(s, 'Прив')",
+    "endsWith(s, 'alpha')",
+    "endsWith(s, '☃')",
+    "multiSearchAny(s, ['pha', 'мир'])",
+    "multiSearchAny(s, [''])",
+    "multiSearchAny(s, ['%', '\\\\'])",
+    "s LIKE '%alpha%'",
+    "s LIKE 'alpha%'",
+    "s LIKE '_'",
+    "s LIKE '___'",
+    "s LIKE '%\\\\%%'",
+    "s LIKE '%\\\\_%'",
+    "s LIKE '%a\\\\\\\\b'",
+    "s LIKE 'Привет%'",
+    "s LIKE '%☃'",
+    "s NOT LIKE '%alpha%'",
+    "like(s, '%beta%')",
+    "s = 'alphabet'",
+    "s != 'alphabet'",
+    "equals(s, '¥')",
+    "notEquals(s, '')",
+    "s IN ('alpha beta', 'ALPHA', 'nope')",
+    "s NOT IN ('alpha beta', 'ALPHA')",
+    "has(tags, 'alpha')",
+    "has(tags, 'Привет')",
+    "hasAny(tags, ['gamma', '☃'])",
+    "hasAll(tags, ['alpha', 'beta'])",
+    "hasAll(tags, [])",
+    "hasAny(tags, [])",
+    "n = 3 OR n IS NULL",
+    "isNull(n)",
+    "isNotNull(n) AND n BETWEEN 2 AND 11",
+    "NOT hasToken(s, 'alpha') AND n > 3",
+    "(hasToken(s, 'alpha') OR startsWith(s, 'GET')) AND NOT (n < 2)",
+    "not(equals(n, 4))",
+    "n >= 10 AND n <= 14 AND n <> 12",
+    "n IN (1, 2, 3) OR s IN ('¥')",
+]
+
+
+@pytest.mark.parametrize("predicate", PREDICATES)
+def test_translation_matches_clickhouse(sample: str, predicate: str) -> None:
+    expected = chdb.query(
+        f"SELECT id FROM file('{sample}', Parquet) WHERE {predicate} ORDER BY id", "CSV"
+    ).bytes()
+    expected_ids = [int(v) for v in expected.decode().split()]
+    translated = clickhouse_to_duckdb(predicate)
+    rows = duckdb.sql(
+        f"SELECT id FROM read_parquet('{sample}') WHERE {translated} ORDER BY id"
+    ).fetchall()
+    assert [row[0] for row in rows] == expected_ids, translated
+
+
+def test_has_token_rejects_separators_like_clickhouse() -> None:
+    with pytest.raises(RuntimeError, match="separator"):
+        chdb.query("SELECT hasToken('a b', 'a b')", "CSV")
+    with pytest.raises(UnsupportedPredicateError, match="separator"):
+        clickhouse_to_duckdb("hasToken(s, 'a b')")
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    ["lower(s) = 'x'", "length(s) = 3", "hasToken(s, t)", "has(tags, NULL)", "match(s, 'a')"],
+)
+def test_constructs_without_exact_mapping_are_refused(predicate: str) -> None:
+    with pytest.raises(UnsupportedPredicateError):
+        clickhouse_to_duckdb(predicate)
+
+
+def test_parse_error_is_a_user_error() -> None:
+    with pytest.raises(UnsupportedPredicateError, match="cannot parse"):
+        clickhouse_to_duckdb("s = = 1")
+
+
+def test_referenced_columns_in_order() -> None:
+    assert referenced_columns("n = 1 OR hasToken(s, 'x') AND has(tags, 'y') OR n = 2") == [
+        "n",
+        "s",
+        "tags",
+    ]
