@@ -7,7 +7,7 @@ setup(
         Extension(
             "bloomskip._native",
             sources=["src/bloomskip/_native.c"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-fno-strict-aliasing"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         )
     ]
 )

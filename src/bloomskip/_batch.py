@@ -24,7 +24,9 @@ def is_scalar(data: object) -> bool:
     return isinstance(data, _SCALAR_TYPES)
 
 
-def scalar_bytes(data: bytes | bytearray | memoryview | str, name: str = "data") -> bytes | memoryview:
+def scalar_bytes(
+    data: bytes | bytearray | memoryview | str, name: str = "data"
+) -> bytes | memoryview:
     """The bytes of one value; ``str`` is encoded as UTF-8.
 
     Raises:
@@ -34,7 +36,9 @@ def scalar_bytes(data: bytes | bytearray | memoryview | str, name: str = "data")
         return data.encode("utf-8")
     if isinstance(data, bytes | bytearray | memoryview):
         return data
-    raise TypeError(f"{name} must be bytes, bytearray, memoryview or str, not {type(data).__name__}")
+    raise TypeError(
+        f"{name} must be bytes, bytearray, memoryview or str, not {type(data).__name__}"
+    )
 
 
 _OFFSET_TYPES = {
@@ -113,7 +117,7 @@ def batch_view(data: object, name: str = "data") -> BatchView:
 
 
 def uint64_array(values: object, name: str) -> np.ndarray:
-    """``values`` as a contiguous uint64 array; signed integers are reinterpreted (two's complement).
+    """``values`` as a contiguous uint64 array; signed integers keep their two's complement bits.
 
     Raises:
         TypeError: Not integers.

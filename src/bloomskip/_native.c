@@ -99,6 +99,18 @@ static inline u64 fastmod(const fastmod_t *f, u64 x) {
 #define MM_C1 0x87c37b91114253d5ULL
 #define MM_C2 0x4cf5ad432745937fULL
 
+/* Java's tail: each byte of w sign-extended to 64 bits, shifted to its place and XORed in. A
+ * byte >= 0x80 at position j flips every bit above byte j, so the correction is the prefix XOR of
+ * an all-ones byte one place above each such byte. */
+static inline u64 sign_extend_bytes(u64 w) {
+    u64 high = (w & 0x8080808080808080ULL) >> 7; /* 0x01 in each byte whose top bit is set */
+    u64 flips = (high * 0xFF) << 8;
+    flips ^= flips << 8;
+    flips ^= flips << 16;
+    flips ^= flips << 32;
+    return w ^ flips;
+}
+
 /* tail_mode 0: standard MurmurHash3 (tail bytes zero-extended, as TsFile's C++ writer does);
  * tail_mode 1: TsFile Java Murmur128Hash (each tail byte sign-extended int8 -> int64, XORed). */
 static void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64 *out1, u64 *out2) {
@@ -122,29 +134,52 @@ static void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64
         h2 += h1;
         h2 = h2 * 5 + 0x38495ab5;
     }
-    const u8 *tail = data + nblocks * 16;
     size_t rem = len & 15;
     u64 k1 = 0, k2 = 0;
-    for (size_t j = 8; j < rem; j++) {
-        u64 b = tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j];
-        k2 ^= b << (8 * (j - 8));
+    if (len >= 16) {
+        /* Branch-free tail: the last 16 bytes are readable (they overlap the last block), so the
+         * tail words are shifted out of two loads instead of assembled byte by byte; with string
+         * lengths that vary, the byte-wise switch mispredicts on nearly every item. */
+        u128 last16 = ((u128)load64(data + len - 8) << 64) | load64(data + len - 16);
+        /* Two shifts keep each below 128 bits; the mask clears the rem == 0 case. */
+        u128 tail = ((last16 >> 8) >> (8 * (15 - rem))) & -(u128)(rem != 0);
+        k1 = (u64)tail;
+        k2 = (u64)(tail >> 64);
+        if (tail_mode) {
+            k1 = sign_extend_bytes(k1);
+            k2 = sign_extend_bytes(k2);
+        }
+    } else {
+        const u8 *tail = data + nblocks * 16;
+#define TAIL(j) (tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j])
+        switch (rem) {
+        case 15: k2 ^= TAIL(14) << 48; /* fall through */
+        case 14: k2 ^= TAIL(13) << 40; /* fall through */
+        case 13: k2 ^= TAIL(12) << 32; /* fall through */
+        case 12: k2 ^= TAIL(11) << 24; /* fall through */
+        case 11: k2 ^= TAIL(10) << 16; /* fall through */
+        case 10: k2 ^= TAIL(9) << 8; /* fall through */
+        case 9: k2 ^= TAIL(8); /* fall through */
+        case 8: k1 ^= TAIL(7) << 56; /* fall through */
+        case 7: k1 ^= TAIL(6) << 48; /* fall through */
+        case 6: k1 ^= TAIL(5) << 40; /* fall through */
+        case 5: k1 ^= TAIL(4) << 32; /* fall through */
+        case 4: k1 ^= TAIL(3) << 24; /* fall through */
+        case 3: k1 ^= TAIL(2) << 16; /* fall through */
+        case 2: k1 ^= TAIL(1) << 8; /* fall through */
+        case 1: k1 ^= TAIL(0);
+        }
+#undef TAIL
     }
-    if (rem > 8) {
-        k2 *= MM_C2;
-        k2 = rotl64(k2, 33);
-        k2 *= MM_C1;
-        h2 ^= k2;
-    }
-    for (size_t j = 0; j < rem && j < 8; j++) {
-        u64 b = tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j];
-        k1 ^= b << (8 * j);
-    }
-    if (rem > 0) {
-        k1 *= MM_C1;
-        k1 = rotl64(k1, 31);
-        k1 *= MM_C2;
-        h1 ^= k1;
-    }
+    /* Mixing a zero word leaves h unchanged, so the tail mix needs no branch on its length. */
+    k2 *= MM_C2;
+    k2 = rotl64(k2, 33);
+    k2 *= MM_C1;
+    h2 ^= k2;
+    k1 *= MM_C1;
+    k1 = rotl64(k1, 31);
+    k1 *= MM_C2;
+    h1 ^= k1;
     h1 ^= (u64)len;
     h2 ^= (u64)len;
     h1 += h2;
@@ -454,6 +489,10 @@ static int batch_parse(PyObject *spec, batch_t *b) {
     if (PyObject_GetBuffer(data_obj, &b->data, PyBUF_SIMPLE) < 0)
         return -1;
     if (offsets_obj == Py_None) {
+        if (b->width == 0 && b->count > 0) {
+            PyErr_SetString(PyExc_ValueError, "batch: fixed-width items need width >= 1");
+            goto fail;
+        }
         if (b->width > 0 && b->count > (PY_SSIZE_T_MAX / b->width) - b->first) {
             PyErr_SetString(PyExc_ValueError, "batch: item count overflows");
             goto fail;
@@ -502,7 +541,20 @@ fail:
     return -1;
 }
 
-static inline const u8 *batch_item(const batch_t *b, Py_ssize_t i, size_t *len) {
+static inline int64_t load_i64(const u8 *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline int64_t load_i32(const u8 *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Item i of a batch, for random access (granule ranges). */
+static inline const u8 *batch_item_at(const batch_t *b, Py_ssize_t i, size_t *len) {
     const u8 *base = (const u8 *)b->data.buf;
     if (b->offset_size == 0) {
         *len = (size_t)b->width;
@@ -512,6 +564,43 @@ static inline const u8 *batch_item(const batch_t *b, Py_ssize_t i, size_t *len) 
     *len = (size_t)(batch_offset(b, b->first + i + 1) - start);
     return base + start;
 }
+
+/* Run the body for every item `i` of batch B with `const u8 *p` and `size_t len` bound to it. The
+ * layout (4- or 8-byte offsets, or fixed width) is resolved once, outside the loop, which keeps
+ * the per-item cost to the hash itself. */
+#define FOR_EACH_ITEM(B, ...)                                                                     \
+    do {                                                                                           \
+        const u8 *base_ = (const u8 *)(B).data.buf;                                                \
+        const u8 *offs_ = (const u8 *)(B).offsets.buf;                                             \
+        if ((B).offset_size == 4) {                                                                \
+            offs_ += 4 * (B).first;                                                                \
+            int64_t next_ = load_i32(offs_);                                                       \
+            for (Py_ssize_t i = 0; i < (B).count; i++) {                                           \
+                int64_t start_ = next_;                                                            \
+                next_ = load_i32(offs_ + 4 * (i + 1));                                             \
+                const u8 *p = base_ + start_;                                                      \
+                size_t len = (size_t)(next_ - start_);                                             \
+                __VA_ARGS__                                                                        \
+            }                                                                                      \
+        } else if ((B).offset_size == 8) {                                                         \
+            offs_ += 8 * (B).first;                                                                \
+            int64_t next_ = load_i64(offs_);                                                       \
+            for (Py_ssize_t i = 0; i < (B).count; i++) {                                           \
+                int64_t start_ = next_;                                                            \
+                next_ = load_i64(offs_ + 8 * (i + 1));                                             \
+                const u8 *p = base_ + start_;                                                      \
+                size_t len = (size_t)(next_ - start_);                                             \
+                __VA_ARGS__                                                                        \
+            }                                                                                      \
+        } else {                                                                                   \
+            const size_t w_ = (size_t)(B).width;                                                   \
+            for (Py_ssize_t i = 0; i < (B).count; i++) {                                           \
+                const u8 *p = base_ + ((size_t)(B).first + (size_t)i) * w_;                        \
+                size_t len = w_;                                                                   \
+                __VA_ARGS__                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
 
 /* A writable output buffer holding at least `count` items of `itemsize` bytes. */
 static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
@@ -652,14 +741,12 @@ static PyObject *py_murmur3_128_batch(PyObject *self, PyObject *args) {
         batch_release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         u64 h1, h2;
         murmur3_128(p, len, seed, 0, &h1, &h2);
         store_u64(&v1, i, h1);
         store_u64(&v2, i, h2);
-    }
+    });
     Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
     PyBuffer_Release(&v2);
     batch_release(&b);
@@ -679,12 +766,10 @@ static PyObject *py_tsfile_hash32_batch(PyObject *self, PyObject *args) {
         batch_release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         int32_t h = tsfile_hash32(p, len, seed, signed_tail);
         memcpy((u8 *)v.buf + 4 * i, &h, 4);
-    }
+    });
     Py_END_ALLOW_THREADS PyBuffer_Release(&v);
     batch_release(&b);
     Py_RETURN_NONE;
@@ -708,12 +793,10 @@ static PyObject *city64_batch_common(PyObject *args, int seeded) {
         batch_release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         u64 h = city_hash64(p, len);
         store_u64(&v, i, seeded ? city_seeded_from(h, seed) : h);
-    }
+    });
     Py_END_ALLOW_THREADS PyBuffer_Release(&v);
     batch_release(&b);
     Py_RETURN_NONE;
@@ -742,13 +825,11 @@ static PyObject *py_cityhash128_batch(PyObject *self, PyObject *args) {
         batch_release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         pair64 h = city_hash128(p, len);
         store_u64(&v1, i, h.first);
         store_u64(&v2, i, h.second);
-    }
+    });
     Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
     PyBuffer_Release(&v2);
     batch_release(&b);
@@ -1024,9 +1105,7 @@ static PyObject *py_tsfile_op(PyObject *self, PyObject *args) {
     }
     if (op != 1 && get_out(out, &v, op == 0 ? b.count * k : b.count, op == 0 ? 8 : 1, "tsfile") < 0)
         goto done;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         int hit = 1;
         for (long j = 0; j < k; j++) {
             u64 pos = tsfile_index(tsfile_hash32(p, len, TSFILE_SEEDS[j], signed_tail), bit_count);
@@ -1042,7 +1121,7 @@ static PyObject *py_tsfile_op(PyObject *self, PyObject *args) {
         }
         if (op == 2)
             ((u8 *)v.buf)[i] = (u8)hit;
-    }
+    });
     Py_END_ALLOW_THREADS result = Py_None;
     Py_INCREF(result);
 done:
@@ -1143,9 +1222,7 @@ static PyObject *py_pair_op(PyObject *self, PyObject *args) {
         goto done;
     }
     fastmod_t fm = fastmod_init(bit_count);
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < b.count; i++) {
-        size_t len;
-        const u8 *p = batch_item(&b, i, &len);
+    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
         u64 h1, h2;
         pair_hashes(p, len, seed, &h1, &h2);
         for (long j = 0; j < k; j++) {
@@ -1155,7 +1232,7 @@ static PyObject *py_pair_op(PyObject *self, PyObject *args) {
             else
                 store_u64(&v, i * k + j, pos);
         }
-    }
+    });
     Py_END_ALLOW_THREADS result = Py_None;
     Py_INCREF(result);
 done:
@@ -1499,7 +1576,7 @@ static PyObject *py_text_granules(PyObject *self, PyObject *args) {
         Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds, g), hi = (Py_ssize_t)u64_at(&bounds, g + 1);
         for (Py_ssize_t i = lo; i < hi; i++) {
             size_t len;
-            const u8 *p = batch_item(&b, i, &len);
+            const u8 *p = batch_item_at(&b, i, &len);
             text_add_string(filter, &fm, p, len, tokenizer, (size_t)n, seed, seed2, k);
         }
     }
@@ -1556,9 +1633,13 @@ static PyMethodDef methods[] = {
     {"fastmod", py_fastmod, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "bloomskip._native",
-                                    "C kernels of bloomskip (see bloomskip.hashing, bloomskip.bits).", -1,
-                                    methods};
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "bloomskip._native",
+    .m_doc = "C kernels of bloomskip (see bloomskip.hashing, bloomskip.bits).",
+    .m_size = -1,
+    .m_methods = methods,
+};
 
 PyMODINIT_FUNC PyInit__native(void) {
     const u32 probe = 1;

@@ -48,7 +48,7 @@ __all__ = [
 #: TsFile's hash seeds, in order; the filter's k uses the first k.
 TSFILE_SEEDS = (5, 7, 11, 19, 31, 37, 43, 59)
 
-#: ClickHouse ``BloomFilterHash::bf_hash_seed``; a bloom_filter index with k hashes uses the first k.
+#: ClickHouse ``BloomFilterHash::bf_hash_seed``; an index with k hashes uses the first k.
 BF_HASH_SEEDS = (
     13635471485423070496, 10336109063487487899, 17779957404565211594, 8988612159822229247,
     4954614162757618085, 12980113590177089081, 9263883436177860930, 3656772712723269762,

@@ -185,7 +185,7 @@ def int_hash64(x):
 
     Args:
         x: An int in -2**63..2**64-1 (negatives as their 64-bit two's complement, as ClickHouse
-            converts them to UInt64), or an integer array (signed arrays reinterpreted the same way).
+            converts them to UInt64), or an integer array (signed ones reinterpreted likewise).
 
     Returns:
         An int, or a uint64 array.

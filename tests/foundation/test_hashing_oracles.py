@@ -5,7 +5,6 @@ import re
 import clickhouse_cityhash.cityhash as cityhash_ref
 import mmh3
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

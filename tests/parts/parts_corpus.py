@@ -37,6 +37,10 @@ INDEXES = {
     "i_tok": "s TYPE tokenbf_v1(512, 3, 0) GRANULARITY 1",
     "i_ng": "s TYPE ngrambf_v1(3, 512, 2, 7) GRANULARITY 2",
     "i_small": "s TYPE tokenbf_v1(32, 4, 1) GRANULARITY 4",
+    # Too small for its ngrams: most granules are saturated (inspect must flag them).
+    "i_sat": "s TYPE ngrambf_v1(3, 12, 3, 0) GRANULARITY 2",
+    # 30000-byte granules: ClickHouse groups them 3 to a 64 KiB block (or straddles small blocks).
+    "i_big": "s TYPE tokenbf_v1(30000, 2, 0) GRANULARITY 1",
 }
 
 # Clustered values, so that most predicates keep only a few granules.
@@ -83,10 +87,12 @@ LAYOUTS = {
         "default_compression_codec = 'LZ4, ZSTD(1)', marks_compression_codec = 'ZSTD(1), LZ4'",
         1,
     ),
-    # Small compress blocks: several granules per block, and granules straddling two blocks.
+    # Small compress blocks: several granules per block, and granules straddling blocks; codec
+    # NONE, so that a writer following ClickHouse's rules must reproduce the files byte for byte.
     "wide_small_blocks": (
-        "min_bytes_for_wide_part = 0, packed_skip_index_max_bytes = 0, "
-        "min_compress_block_size = 1200, max_compress_block_size = 1500",
+        "min_bytes_for_wide_part = 0, packed_skip_index_max_bytes = 0, compress_marks = 0, "
+        "min_compress_block_size = 1200, max_compress_block_size = 1500, "
+        "default_compression_codec = 'NONE'",
         1,
     ),
 }
@@ -105,7 +111,6 @@ PREDICATES = [
     "NOT (v = 5)",
     "v NOT IN (1, 2)",
     "v = 5 OR v = 60",
-    "v = 5 AND v = 60",
     "v = 5 AND k > 100",
     "(v = 5 OR v = 6) AND lc = 'c0'",
     "lc = 'c3'",
@@ -144,8 +149,14 @@ PREDICATES = [
     "hasToken(s, 'w12') OR v = 70",
     "hasToken(s, 'w12') AND v = 70",
     "1 = 1",
-    "0 = 1",
+    "v = 5 AND 0",
+    "hasToken(s, 'w12') OR 1",
 ]
+
+#: Predicates ClickHouse's analyzer folds to a constant false before any index is consulted, so
+#: EXPLAIN reads nothing. Per-index evaluation does not model query-level folding of comparisons
+#: between constants or of contradicting equalities; it must still never keep fewer granules.
+FOLDED_PREDICATES = ["0 = 1", "v = 5 AND v = 60", "lc = 'c1' AND lc = 'c2'"]
 
 #: The predicates checked on the sampled layouts.
 SAMPLE_PREDICATES = [
@@ -163,6 +174,7 @@ SAMPLE_PREDICATES = [
 ]
 
 _GRANULES = re.compile(r"Granules:\s*(\d+)/(\d+)")
+_READ_GRANULES = re.compile(r"Parts:\s*\d+\s*\|\s*Granules:\s*(\d+)")
 
 
 @dataclass
@@ -179,7 +191,7 @@ class BuiltPart:
     explain: dict[tuple[str, str], int] = field(default_factory=dict)  # (index, pred) -> selected
 
 
-def parse_explain_selected(text: str, index: str, total: int) -> int:
+def parse_explain_selected(text: str, index: str) -> int:
     """Granules kept by ``index`` in ``EXPLAIN indexes = 1`` text; all of them if it is unused."""
     lines = text.splitlines()
     for position, line in enumerate(lines):
@@ -188,11 +200,11 @@ def parse_explain_selected(text: str, index: str, total: int) -> int:
                 match = _GRANULES.search(following)
                 if match:
                     return int(match.group(1))
-    # The index is not listed when the predicate gives it nothing to use: it keeps everything.
-    # A constant-false predicate reads no granule at all.
-    if "ReadFromMergeTree" not in text:
-        return 0
-    return total
+    # The index is not listed when the predicate gives it nothing to use: then the part's own
+    # "Parts: p | Granules: g" line is what is read (everything, as nothing else prunes). A
+    # predicate folded to a constant false has no such line: nothing is read.
+    match = _READ_GRANULES.search(text)
+    return int(match.group(1)) if match else 0
 
 
 def build_corpus(root: Path) -> dict[str, BuiltPart]:
@@ -220,7 +232,7 @@ def build_corpus(root: Path) -> dict[str, BuiltPart]:
                 chdb_session.query(f"OPTIMIZE TABLE parts.{layout} FINAL")
             built[layout] = _describe(chdb_session, layout, root)
             predicates = PREDICATES if layout in FULL_LAYOUTS else SAMPLE_PREDICATES
-            total = len(built[layout].granule_rows)
+            predicates = predicates + FOLDED_PREDICATES
             for index in INDEXES:
                 others = ",".join(name for name in INDEXES if name != index)
                 for predicate in predicates:
@@ -228,11 +240,10 @@ def build_corpus(root: Path) -> dict[str, BuiltPart]:
                         chdb_session,
                         f"EXPLAIN indexes = 1 SELECT k FROM parts.{layout} "
                         f"WHERE {predicate} SETTINGS ignore_data_skipping_indices = '{others}', "
-                        "use_query_condition_cache = 0",
+                        # Part-level statistics pruning would hide what the index alone does.
+                        "use_query_condition_cache = 0, use_statistics_for_part_pruning = 0",
                     )
-                    built[layout].explain[(index, predicate)] = parse_explain_selected(
-                        text, index, total
-                    )
+                    built[layout].explain[(index, predicate)] = parse_explain_selected(text, index)
     finally:
         chdb_session.close()
     return built
@@ -280,3 +291,11 @@ def _describe(chdb_session, layout: str, root: Path) -> BuiltPart:
     while granule_rows and granule_rows[-1] == 0:
         granule_rows.pop()
     return BuiltPart(layout, part_copy, sql_copy, part_type, int(count), granule_rows, sizes)
+
+
+def s_column() -> list[str]:
+    """The ``s`` column of every layout, in part order (ORDER BY k = number), as INSERT_SELECT."""
+    return [
+        f"w{number // 64} tok{number % 7}-x" + (" Привет мир" if number % 500 == 0 else "")
+        for number in range(ROWS)
+    ]

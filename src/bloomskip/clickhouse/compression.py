@@ -44,10 +44,11 @@ Example:
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -117,22 +118,32 @@ class DecompressedStream(NamedTuple):
         block_starts: int64 array of len(blocks) + 1, where each block's bytes begin in ``data``
             (the last entry is ``len(data)``).
         source: The file or buffer name, for error messages.
+        block_methods: uint8 array, the method byte of every block.
+        compressed_bytes: Size of the whole compressed stream.
     """
 
     data: bytes
     block_offsets: np.ndarray
     block_starts: np.ndarray
     source: str
+    block_methods: np.ndarray
+    compressed_bytes: int
 
     def resolve_marks(
-        self, block_offset: np.ndarray, offset_in_block: np.ndarray, field: str = "mark"
+        self,
+        block_offset: np.ndarray,
+        offset_in_block: np.ndarray,
+        marks_source: str | None = None,
+        record_size: int = 16,
     ) -> np.ndarray:
         """Turn marks into positions in :attr:`data`, checking each one.
 
         Args:
             block_offset: uint64/int64 array, the file offset of the compressed block of each mark.
             offset_in_block: uint64/int64 array, the offset inside that block's decompressed bytes.
-            field: Name of the marks (for error messages), e.g. the marks file.
+            marks_source: The marks file; when given, errors name it and the bad record's offset
+                (``record_size`` bytes per record) instead of this stream and the block offset.
+            record_size: Bytes per mark record in ``marks_source``.
 
         Returns:
             int64 array of positions in :attr:`data`.
@@ -154,12 +165,13 @@ class DecompressedStream(NamedTuple):
         found[found] = known[index[found]] == block_offset[found]
         if not found.all():
             bad = int(np.argmin(found))
-            raise FormatError(
-                f"mark {bad} points at byte {int(block_offset[bad])}, which is not the start of a "
-                f"compressed block (the stream has {len(known)} blocks)",
-                field=field,
-                offset=int(block_offset[bad]),
-                source=self.source,
+            raise self._mark_error(
+                f"mark {bad} points at byte {int(block_offset[bad])} of {self.source or 'the'} "
+                f"stream, which is not the start of one of its {len(known)} compressed blocks",
+                bad,
+                int(block_offset[bad]),
+                marks_source,
+                record_size,
             )
         sizes = np.diff(self.block_starts).astype(np.uint64)
         # A mark may point at the very end of a block only when the block is empty; ClickHouse
@@ -167,14 +179,22 @@ class DecompressedStream(NamedTuple):
         inside = offset_in_block < sizes[index] if len(sizes) else np.zeros(len(index), bool)
         if not inside.all():
             bad = int(np.argmin(inside))
-            raise FormatError(
+            raise self._mark_error(
                 f"mark {bad} points {int(offset_in_block[bad])} bytes into a block of "
-                f"{int(sizes[index[bad]])} decompressed bytes",
-                field=field,
-                offset=int(block_offset[bad]),
-                source=self.source,
+                f"{int(sizes[index[bad]])} decompressed bytes of {self.source or 'the'} stream",
+                bad,
+                int(block_offset[bad]),
+                marks_source,
+                record_size,
             )
         return self.block_starts[index].astype(np.int64) + offset_in_block.astype(np.int64)
+
+    def _mark_error(
+        self, message: str, mark: int, block_offset: int, marks_source: str | None, record: int
+    ) -> FormatError:
+        if marks_source is None:
+            return FormatError(message, field="mark", offset=block_offset, source=self.source)
+        return FormatError(message, field="mark", offset=mark * record, source=marks_source)
 
 
 def parse_codec(codec: str) -> tuple[int, int | None]:
@@ -352,13 +372,70 @@ def _decode_multiple(
     return bytes(current)
 
 
+def _check_header(method: int, csize: int, usize: int, header_at: int, source: str) -> None:
+    """Refuse sizes no valid block has, before anything is read or allocated for them."""
+    if csize < HEADER_SIZE or csize > MAX_BLOCK_SIZE:
+        raise FormatError(
+            f"compressed size {csize} out of range [{HEADER_SIZE}, {MAX_BLOCK_SIZE}]",
+            field="compressed_size",
+            offset=header_at + 1,
+            source=source,
+        )
+    if usize == 0 or usize > MAX_BLOCK_SIZE:
+        raise FormatError(
+            f"decompressed size {usize} out of range [1, {MAX_BLOCK_SIZE}]",
+            field="decompressed_size",
+            offset=header_at + 5,
+            source=source,
+        )
+
+
+def _truncated_header(left: int, offset: int, source: str) -> FormatError:
+    return FormatError(
+        f"truncated block header: {left} bytes left, a header needs {CHECKSUM_SIZE + HEADER_SIZE}",
+        field="block_header",
+        offset=offset,
+        source=source,
+    )
+
+
+def _truncated_block(csize: int, left: int, header_at: int, source: str) -> FormatError:
+    return FormatError(
+        f"truncated block: needs {csize} bytes after the checksum, {left} left",
+        field="payload",
+        offset=header_at,
+        source=source,
+    )
+
+
+def _verify_and_decode(
+    checksum: bytes | memoryview, body: memoryview, offset: int, source: str
+) -> CompressedBlock:
+    """Check the checksum of ``body`` (header + payload) and decode it."""
+    method, csize, usize = _HEADER.unpack_from(body, 0)
+    low, high = hashing.cityhash128(body)
+    stored_low, stored_high = struct.unpack_from("<QQ", checksum, 0)
+    if (low, high) != (stored_low, stored_high):
+        raise FormatError(
+            f"checksum mismatch: stored {stored_low:016x}{stored_high:016x}, computed "
+            f"{low:016x}{high:016x} over {csize} bytes",
+            field="checksum",
+            offset=offset,
+            source=source,
+        )
+    header_at = offset + CHECKSUM_SIZE
+    decoded = _decode_payload(method, body[HEADER_SIZE:], usize, source=source, offset=header_at)
+    return CompressedBlock(offset, method, csize, decoded)
+
+
 def iter_blocks(
-    data: bytes | bytearray | memoryview, source: str = ""
+    data: bytes | bytearray | memoryview | BinaryIO, source: str = ""
 ) -> Iterator[CompressedBlock]:
     """Decode a compressed stream block by block, verifying every checksum.
 
     Args:
-        data: The file's bytes.
+        data: The file's bytes, or a binary file opened for reading (then read block by block,
+            so that only one compressed block is in memory at a time).
         source: File name used in error messages.
 
     Returns:
@@ -372,93 +449,87 @@ def iter_blocks(
         >>> [b.data for b in iter_blocks(compress_block(b"hi", "LZ4"))]
         [b'hi']
     """
+    if hasattr(data, "read"):
+        yield from _iter_file_blocks(data, source)
+        return
     view = memoryview(data).cast("B")
     total = len(view)
     offset = 0
     while offset < total:
         if total - offset < CHECKSUM_SIZE + HEADER_SIZE:
-            raise FormatError(
-                f"truncated block header: {total - offset} bytes left, a header needs "
-                f"{CHECKSUM_SIZE + HEADER_SIZE}",
-                field="block_header",
-                offset=offset,
-                source=source,
-            )
-        method, csize, usize = _HEADER.unpack_from(view, offset + CHECKSUM_SIZE)
+            raise _truncated_header(total - offset, offset, source)
         header_at = offset + CHECKSUM_SIZE
-        if csize < HEADER_SIZE or csize > MAX_BLOCK_SIZE:
-            raise FormatError(
-                f"compressed size {csize} out of range [{HEADER_SIZE}, {MAX_BLOCK_SIZE}]",
-                field="compressed_size",
-                offset=header_at + 1,
-                source=source,
-            )
-        if usize == 0 or usize > MAX_BLOCK_SIZE:
-            raise FormatError(
-                f"decompressed size {usize} out of range [1, {MAX_BLOCK_SIZE}]",
-                field="decompressed_size",
-                offset=header_at + 5,
-                source=source,
-            )
+        method, csize, usize = _HEADER.unpack_from(view, header_at)
+        _check_header(method, csize, usize, header_at, source)
         end = header_at + csize
         if end > total:
-            raise FormatError(
-                f"truncated block: needs {csize} bytes after the checksum, "
-                f"{total - header_at} left",
-                field="payload",
-                offset=header_at,
-                source=source,
-            )
-        body = view[header_at:end]
-        low, high = hashing.cityhash128(body)
-        stored_low, stored_high = struct.unpack_from("<QQ", view, offset)
-        if (low, high) != (stored_low, stored_high):
-            raise FormatError(
-                f"checksum mismatch: stored {stored_low:016x}{stored_high:016x}, computed "
-                f"{low:016x}{high:016x} over {csize} bytes",
-                field="checksum",
-                offset=offset,
-                source=source,
-            )
-        decoded = _decode_payload(
-            method, body[HEADER_SIZE:], usize, source=source, offset=header_at
-        )
-        yield CompressedBlock(offset, method, csize, decoded)
+            raise _truncated_block(csize, total - header_at, header_at, source)
+        yield _verify_and_decode(view[offset:header_at], view[header_at:end], offset, source)
         offset = end
 
 
+def _iter_file_blocks(handle: BinaryIO, source: str) -> Iterator[CompressedBlock]:
+    offset = 0
+    while True:
+        head = handle.read(CHECKSUM_SIZE + HEADER_SIZE)
+        if not head:
+            return
+        if len(head) < CHECKSUM_SIZE + HEADER_SIZE:
+            raise _truncated_header(len(head), offset, source)
+        header_at = offset + CHECKSUM_SIZE
+        method, csize, usize = _HEADER.unpack_from(head, CHECKSUM_SIZE)
+        _check_header(method, csize, usize, header_at, source)
+        # One block is read at a time, and only once its sizes passed the checks above.
+        body = bytearray(head[CHECKSUM_SIZE:])
+        rest = handle.read(csize - HEADER_SIZE)
+        body += rest
+        if len(body) < csize:
+            raise _truncated_block(csize, len(body), header_at, source)
+        yield _verify_and_decode(head[:CHECKSUM_SIZE], memoryview(body), offset, source)
+        offset = header_at + csize
+
+
 def read_compressed_stream_with_blocks(
-    data: bytes | bytearray | memoryview, source: str = ""
+    data: bytes | bytearray | memoryview | BinaryIO, source: str = ""
 ) -> DecompressedStream:
     """Decode a whole compressed stream and record where every block starts.
 
     Args:
-        data: The file's bytes.
+        data: The file's bytes, or a binary file opened for reading (read block by block).
         source: File name used in error messages.
 
     Returns:
-        A :class:`DecompressedStream`.
+        A :class:`DecompressedStream` (its ``data`` is ``bytes``, built without holding the
+        decoded stream twice).
 
     Raises:
         FormatError: as :func:`iter_blocks`.
 
     Example:
         >>> s = read_compressed_stream_with_blocks(compress_block(b"abc", "NONE") * 2)
-        >>> s.data, s.block_offsets.tolist(), s.block_starts.tolist()
-        (b'abcabc', [0, 28], [0, 3, 6])
+        >>> s.data, s.block_offsets.tolist(), s.block_starts.tolist(), s.compressed_bytes
+        (b'abcabc', [0, 28], [0, 3, 6], 56)
     """
-    parts: list[bytes] = []
+    # BytesIO grows its buffer in place and getvalue() hands that buffer over without a copy,
+    # so the decoded stream is held once, not once in pieces and again joined.
+    out = io.BytesIO()
     offsets: list[int] = []
+    methods: list[int] = []
     starts = [0]
+    end = 0
     for block in iter_blocks(data, source):
-        parts.append(block.data)
+        out.write(block.data)
         offsets.append(block.offset)
+        methods.append(block.method)
         starts.append(starts[-1] + len(block.data))
+        end = block.offset + CHECKSUM_SIZE + block.compressed_size
     return DecompressedStream(
-        b"".join(parts),
+        out.getvalue(),
         np.asarray(offsets, dtype=np.int64),
         np.asarray(starts, dtype=np.int64),
         source,
+        np.asarray(methods, dtype=np.uint8),
+        end,
     )
 
 

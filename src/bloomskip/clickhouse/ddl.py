@@ -3,7 +3,8 @@
 Only the three Bloom-filter index types are modelled: ``bloom_filter[(fpr)]``,
 ``ngrambf_v1(n, size_bytes, hashes, seed)`` and ``tokenbf_v1(size_bytes, hashes, seed)``. The
 argument checks are ClickHouse 26.9's (``bloomFilterIndexValidator``,
-``bloomFilterIndexTextValidator``, ``BloomFilterParameters``), with messages naming the offending argument.
+``bloomFilterIndexTextValidator``, ``BloomFilterParameters``), with messages naming the offending
+argument.
 
 Index expressions: a column, a tuple of expressions ``(a, b)`` (one filter per element),
 ``lower(col)`` / ``upper(col)`` (ASCII case mapping, as ClickHouse's ``lower``/``upper``) and
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bloomskip.clickhouse.sizing import (
     DEFAULT_FALSE_POSITIVE_RATE,
@@ -149,9 +151,10 @@ class IndexExpression:
         if self.function is None:
             return column
         if self.function in ("mapKeys", "mapValues"):
+            part_type = _map_part_type(column.type, self.function, self.sql)
             return pa.chunked_array(
-                [_map_part(chunk, self.function, self.sql) for chunk in column.chunks],
-                type=_map_part_type(column.type, self.function, self.sql),
+                [_map_part(chunk, self.function, part_type) for chunk in column.chunks],
+                type=part_type,
             )
         return pa.chunked_array(
             [_ascii_case(chunk, upper=self.function == "upper") for chunk in column.chunks],
@@ -162,15 +165,21 @@ class IndexExpression:
 def _map_part_type(map_type: pa.DataType, function: str, sql: str) -> pa.DataType:
     if not pa.types.is_map(map_type):
         raise IndexDefinitionError(f"{sql}: {function} needs a map column, got {map_type}")
-    part = map_type.key_field if function == "mapKeys" else map_type.item_field
-    return pa.list_(part)
+    return pa.list_(map_type.key_type if function == "mapKeys" else map_type.item_type)
 
 
-def _map_part(chunk: pa.Array, function: str, sql: str) -> pa.Array:
-    _map_part_type(chunk.type, function, sql)
+def _map_part(chunk: pa.Array, function: str, part_type: pa.DataType) -> pa.Array:
     values = chunk.keys if function == "mapKeys" else chunk.items
     # keys/items are the flat children; the map's own offsets (slice-aware) give the rows.
-    return pa.ListArray.from_arrays(chunk.offsets, values, mask=chunk.is_null())
+    offsets = chunk.offsets
+    if not chunk.null_count:
+        return pa.ListArray.from_arrays(offsets, values, type=part_type)
+    # Arrow refuses a validity mask with sliced offsets: rebase the offsets to start at 0.
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
+    return pa.ListArray.from_arrays(
+        rebased, values.slice(first, last - first), type=part_type, mask=chunk.is_null()
+    )
 
 
 # ClickHouse's lower/upper change ASCII letters only (lowerUTF8/upperUTF8 are separate functions).
@@ -470,14 +479,16 @@ def _build_definition(
 # Parsing with sqlglot
 
 
-def _parse_sql(sql: str):  # noqa: ANN202 - sqlglot expression
+def _parse_sql(sql: str, what: str):  # noqa: ANN202 - sqlglot expression
     import sqlglot
     from sqlglot.errors import SqlglotError
 
     try:
         return sqlglot.parse_one(sql, read="clickhouse")
     except SqlglotError as exc:
-        raise IndexDefinitionError(f"cannot parse {sql!r}: {exc}") from exc
+        errors = getattr(exc, "errors", None)
+        reason = errors[0].get("description", str(exc)) if errors else str(exc).splitlines()[0]
+        raise IndexDefinitionError(f"cannot parse {what}: {reason}") from exc
 
 
 def _column_name(node) -> str:  # noqa: ANN001
@@ -528,13 +539,14 @@ def _parse_expression_text(text: str) -> IndexExpression:
     return expressions[0]
 
 
-def _parse_index_clause(clause: str):  # noqa: ANN202
+def _parse_index_clause(clause: str, text: str | None = None):  # noqa: ANN202
     from sqlglot import exp
 
-    statement = _parse_sql(f"CREATE TABLE _bloomskip_ ({clause})")
+    shown = f"index definition {text or repr(clause)}"
+    statement = _parse_sql(f"CREATE TABLE _bloomskip_ ({clause})", shown)
     elements = statement.this.expressions if isinstance(statement, exp.Create) else []
     if len(elements) != 1 or not isinstance(elements[0], exp.IndexColumnConstraint):
-        raise IndexDefinitionError(f"not an index definition: {clause!r}")
+        raise IndexDefinitionError(f"not an {shown}")
     return elements[0]
 
 
@@ -544,12 +556,12 @@ def _literal_value(node, index_type: str, position: int):  # noqa: ANN001, ANN20
     negative = False
     if isinstance(node, exp.Neg):
         negative, node = True, node.this
+    if isinstance(node, exp.HexString) and node.args.get("is_integer"):
+        return -int(node.this, 16) if negative else int(node.this, 16)
     if isinstance(node, exp.Literal) and not node.is_string:
         text = node.this
-        if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
-            value: int | float = int(text, 16)
-        elif re.fullmatch(r"\d+", text):
-            value = int(text)
+        if re.fullmatch(r"\d+", text):
+            value: int | float = int(text)
         else:
             value = float(text)
         return -value if negative else value
@@ -572,7 +584,7 @@ def _definition_from_node(node, default_name: bool) -> IndexDefinition:  # noqa:
     elif index_type_node is not None:
         index_type, raw_arguments = index_type_node.name, []
     else:
-        raise IndexDefinitionError(f"index {node.name!r} has no TYPE")
+        raise IndexDefinitionError("the index definition has no TYPE")
     arguments = tuple(
         _literal_value(argument, index_type, i + 1) for i, argument in enumerate(raw_arguments)
     )
@@ -618,7 +630,7 @@ def parse_index_definition(text: str) -> IndexDefinition:
     default_name = not words or words[0] != "INDEX"
     if default_name:
         clause = f"INDEX _bloomskip_unnamed_ {clause}"
-    return _definition_from_node(_parse_index_clause(clause), default_name)
+    return _definition_from_node(_parse_index_clause(clause, repr(text)), default_name)
 
 
 def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]:
@@ -655,7 +667,7 @@ def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]
     # sqlglot has no ATTACH TABLE grammar; the statement is otherwise a CREATE TABLE.
     if tokens and tokens[0].text.upper() == "ATTACH":
         text = "CREATE" + text[tokens[0].end + 1 :]
-    statement = _parse_sql(text)
+    statement = _parse_sql(text, "CREATE TABLE statement")
     if not isinstance(statement, exp.Create) or not isinstance(statement.this, exp.Schema):
         raise IndexDefinitionError("not a CREATE/ATTACH TABLE statement with a column list")
     columns: dict[str, str] = {}

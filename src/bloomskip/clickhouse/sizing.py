@@ -139,17 +139,14 @@ def bloom_filter_parameters(
     Returns:
         ``(bits_per_row, hash_functions)``, e.g. ``(8, 4)`` for 0.025.
 
-    Raises:
-        ValueError: If the rate is NaN.
-
     Example:
         >>> bloom_filter_parameters(0.092)
         (6, 2)
     """
     rate = float(false_positive_rate)
-    if math.isnan(rate):
-        raise ValueError("false_positive_rate is NaN; it must be a number between 0 and 1")
-    rate = min(1.0, max(rate, 0.0))
+    # std::min(1.0, std::max(rate, 0.0)) as ClickHouse writes it: a NaN survives std::max and
+    # std::min then returns 1.0, so bloom_filter(nan) gets the smallest parameters.
+    rate = 1.0 if math.isnan(rate) else min(1.0, max(rate, 0.0))
     if rate >= _SMALLEST_PARAMETERS_FROM:
         return _SMALLEST_PARAMETERS
     exact_rate = Fraction(rate)  # a double converts to long double exactly

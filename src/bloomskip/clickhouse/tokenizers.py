@@ -426,7 +426,10 @@ class _RegexpAnalyzer:
                         and pattern[position + 1] == ord("?")
                         and (
                             pattern[position + 2] in (ord("<"), ord("'"))
-                            or (pattern[position + 2] == ord("P") and pattern[position + 3] == ord("<"))
+                            or (
+                                pattern[position + 2] == ord("P")
+                                and pattern[position + 3] == ord("<")
+                            )
                         )
                     ):
                         position = self._skip_group_name(
@@ -451,9 +454,10 @@ class _RegexpAnalyzer:
                 position += 1
                 continue
             elif char == ord("["):
-                if pattern[position + 1 : position + 2] == b"]" or pattern[
-                    position + 1 : position + 3
-                ] == b"^]":
+                if (
+                    pattern[position + 1 : position + 2] == b"]"
+                    or pattern[position + 1 : position + 3] == b"^]"
+                ):
                     # RE2 reads `[]a]` as a class holding `]`; ClickHouse closes it early and
                     # takes the rest as a literal, which is unsound.
                     self.unsound = True
@@ -532,11 +536,14 @@ class _RegexpAnalyzer:
 
         if has_top_level_alternative:
             if not required.text and not alternatives:
-                # ClickHouse drops a branch without literals (`.*|abc` -> ['abc']), which would
-                # lose the rows only that branch matches: no literal can be required then.
-                self.unsound = True
+                # ClickHouse drops a branch without literals (`.*|abc` -> ['abc']), which loses
+                # the rows only that branch matches. An empty alternative keeps it: it requires
+                # nothing, and wherever ClickHouse is sound it already lists an empty one.
+                alternatives.append(_Literal())
             if _shortest(alternatives) < len(required.text):
-                alternatives[:] = [_Literal(bytearray(required.text), required.prefix, required.suffix)]
+                alternatives[:] = [
+                    _Literal(bytearray(required.text), required.prefix, required.suffix)
+                ]
             next_alternatives: list[_Literal] = []
             position, _ = self.analyze(position, required, next_alternatives)
             if not next_alternatives or _shortest(next_alternatives) < len(required.text):

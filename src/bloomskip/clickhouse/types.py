@@ -3,9 +3,9 @@
 A ClickHouse ``bloom_filter`` index reduces every value to one 64-bit hash
 (``BloomFilterHash::getAnyTypeHash``):
 
-* integers of every width, ``Bool``, ``Date``, ``Date32``, ``DateTime``, ``DateTime64``,
-  ``Enum8/16`` and ``IPv4``: ``intHash64`` of the value's bytes copied into a zeroed ``UInt64``,
-  so negative numbers are zero-extended, not sign-extended;
+* integers of every width, ``Bool``, ``Date``, ``DateTime``, ``DateTime64``, ``Enum8/16`` and
+  ``IPv4`` (``Date32`` is rejected by the index validator): ``intHash64`` of the value's bytes
+  copied into a zeroed ``UInt64``, so negative numbers are zero-extended, not sign-extended;
 * ``Float32`` / ``Float64``: ``intHash64`` of the bit pattern of the value as a ``Float64``;
 * ``UUID``, ``(U)Int128``, ``IPv6``: ``intHash64(low64 ^ high64)``; ``(U)Int256``: the XOR of its
   four 64-bit words, then ``intHash64``;
@@ -296,12 +296,15 @@ def _clickhouse_type_for(arrow_type: pa.DataType) -> str:
         pa.float16(): "Float32",
         pa.float32(): "Float32",
         pa.float64(): "Float64",
-        pa.date32(): "Date32",
-        pa.date64(): "Date32",
+        # ClickHouse's bloom_filter rejects Date32, so Arrow dates map to Date (UInt16 days; chdb
+        # exports Date as date32). Days outside 1970..2149 wrap modulo 2**16, which can only add
+        # false positives.
+        pa.date32(): "Date",
+        pa.date64(): "Date",
     }
     if arrow_type in simple:
         return simple[arrow_type]
-    if isinstance(arrow_type, pa.ExtensionType) and arrow_type.extension_name == "arrow.uuid":
+    if isinstance(arrow_type, pa.BaseExtensionType) and arrow_type.extension_name == "arrow.uuid":
         return "UUID"
     if (
         t.is_string(arrow_type)
@@ -408,6 +411,10 @@ def check_bloom_filter_type(ch_type: str | ClickHouseType) -> ClickHouseType:
                 "Array(Nullable(T)))"
             )
     base = element.base()
+    if base.name == "Date32":
+        # The source's value hashing has a Date32 case, but the index validator
+        # (assertIndexColumnsType) accepts isDate() only, so ClickHouse 26.9 rejects the column.
+        raise UnsupportedTypeError(f"Unexpected type {parsed} of bloom filter index")
     if not base.modelled or not (
         base.name in _INTEGER_STORAGE
         or base.name in _WIDE_WIDTH
@@ -460,6 +467,11 @@ def _scalar_hashes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
         return hashing.int_hash64(values.astype(np.float64).view(np.uint64))
     if base.name in _WIDE_WIDTH:
         words = _wide_words(chunk, base)
+        if words.shape[1] == 4:
+            # DefaultHash64 of a 256-bit integer XORs key, key >> 64, key >> 128 and key >> 256;
+            # the last shift is by the full width and yields 0 in ClickHouse's wide integers, so
+            # the top word never enters the hash (verified with chdb for Int256 and UInt256).
+            words = words[:, :3]
         return hashing.int_hash64(np.bitwise_xor.reduce(words, axis=1))
     values = _integer_values(chunk, base)
     # Reinterpret as unsigned of the same width, then widen: zero extension, as ClickHouse's
@@ -476,6 +488,43 @@ _TIME_UNIT_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _DAY_SECONDS = 86_400
 
 
+def _raw_numbers(chunk: pa.Array) -> np.ndarray:
+    """The values buffer of a fixed-width primitive array, including the values under NULLs.
+
+    ClickHouse hashes the value its nested column stores under a NULL (the default when NULL was
+    inserted, but e.g. ``if(c, NULL, x)`` leaves x there), and chdb exports that value into the
+    Arrow buffer; so the buffer is read as it is rather than filled with zeros.
+    """
+    arrow_type = chunk.type
+    if pa.types.is_boolean(arrow_type):
+        data = chunk.buffers()[1]
+        if data is None:
+            return np.zeros(len(chunk), np.uint8)
+        bits_all = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits_all[chunk.offset : chunk.offset + len(chunk)].astype(np.uint8)
+    dtype = np.dtype(arrow_type.to_pandas_dtype()) if pa.types.is_integer(arrow_type) else None
+    if dtype is None:
+        dtype = _PHYSICAL_DTYPES.get(arrow_type.id)
+        if dtype is None:
+            if pa.types.is_timestamp(arrow_type):
+                dtype = np.dtype("i8")
+            else:
+                raise UnsupportedTypeError(f"Arrow {arrow_type} is not a fixed-width number type")
+    data = chunk.buffers()[1]
+    if data is None or len(chunk) == 0:
+        return np.zeros(len(chunk), dtype)
+    return np.frombuffer(data, dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
+
+
+_PHYSICAL_DTYPES = {
+    pa.float16().id: np.dtype("f2"),
+    pa.float32().id: np.dtype("f4"),
+    pa.float64().id: np.dtype("f8"),
+    pa.date32().id: np.dtype("i4"),
+    pa.date64().id: np.dtype("i8"),
+}
+
+
 def _integer_values(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
     """Values of an integer-like type as numpy integers of ClickHouse's storage width."""
     storage = np.dtype(_INTEGER_STORAGE[base.name])
@@ -485,42 +534,46 @@ def _integer_values(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
         return _enum_codes(chunk, base).astype(storage)
     if base.name == "IPv4" and _is_text(arrow_type):
         return _parse_ipv4(chunk)
-    if t.is_boolean(arrow_type):
-        chunk = chunk.cast(pa.uint8())
-    elif t.is_date32(arrow_type):
-        chunk = chunk.cast(pa.int32())
-    elif t.is_date64(arrow_type):
-        days = pc.floor(pc.divide(chunk.cast(pa.int64()).cast(pa.float64()), 86_400_000.0))
-        chunk = days.cast(pa.int64())
-    elif t.is_timestamp(arrow_type):
-        chunk = _rescale_timestamp(chunk, base)
-    elif not t.is_integer(arrow_type):
+    if not (
+        t.is_integer(arrow_type)
+        or t.is_boolean(arrow_type)
+        or t.is_date(arrow_type)
+        or t.is_timestamp(arrow_type)
+    ):
         raise UnsupportedTypeError(f"cannot read {base} values from an Arrow {arrow_type} array")
-    numbers = pc.fill_null(chunk, 0).to_numpy(zero_copy_only=False)
-    if base.name == "Date" and (t.is_timestamp(arrow_type)):
-        numbers = np.floor_divide(numbers, _DAY_SECONDS)
+    numbers = _raw_numbers(chunk)
+    if t.is_date32(arrow_type):
+        if base.name in ("DateTime", "DateTime64"):  # days are the unit of Date and integers
+            numbers = _rescale_timestamp(numbers.astype(np.int64) * _DAY_SECONDS, 0, base)
+    elif t.is_date64(arrow_type):
+        numbers = _rescale_timestamp(numbers, 3, base)
+    elif t.is_timestamp(arrow_type):
+        numbers = _rescale_timestamp(numbers, _TIME_UNIT_DIGITS[arrow_type.unit], base)
     # astype between integer dtypes wraps modulo 2**bits, like ClickHouse's narrowing casts.
     return numbers.astype(storage)
 
 
-def _rescale_timestamp(chunk: pa.Array, base: ClickHouseType) -> pa.Array:
-    """Timestamps as int64 counts of the target type's unit (seconds, or 10**-p for DateTime64)."""
-    digits = _TIME_UNIT_DIGITS[chunk.type.unit]
-    counts = chunk.cast(pa.int64())
+def _rescale_timestamp(counts: np.ndarray, digits: int, base: ClickHouseType) -> np.ndarray:
+    """Timestamps (counts of 10**-digits s) in the unit of ``base``: s, 10**-p s, or days."""
     if base.name == "DateTime64":
         target = base.arguments[0]
     elif base.name in ("DateTime", "Date", "Date32"):
         target = 0
-    else:
+    else:  # a plain integer type: keep the Arrow number
         return counts
-    numbers = pc.fill_null(counts, 0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
     if target >= digits:
-        numbers = numbers * (10 ** (target - digits))
+        counts = counts * (10 ** (target - digits))
+    elif base.name in ("Date", "Date32"):
+        counts = np.floor_divide(counts, 10 ** (digits - target))
     else:
-        numbers = np.floor_divide(numbers, 10 ** (digits - target))
+        # Reducing a DateTime64 scale truncates toward zero in ClickHouse (-0.001 s -> 0 s).
+        quotient = np.abs(counts) // (10 ** (digits - target))
+        counts = np.where(counts < 0, -quotient, quotient)
     if base.name in ("Date", "Date32"):
-        numbers = np.floor_divide(numbers, _DAY_SECONDS)
-    return pa.array(numbers, pa.int64(), mask=chunk.is_null().to_numpy(zero_copy_only=False))
+        # Days before 1970 round down (toDate32 of a DateTime64 before the epoch).
+        counts = np.floor_divide(counts, _DAY_SECONDS)
+    return counts
 
 
 def _is_text(arrow_type: pa.DataType) -> bool:
@@ -561,7 +614,7 @@ def _parse_ipv4(chunk: pa.Array) -> np.ndarray:
 def _float_values(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
     if not (pa.types.is_floating(chunk.type) or pa.types.is_integer(chunk.type)):
         raise UnsupportedTypeError(f"cannot read {base} values from an Arrow {chunk.type} array")
-    values = pc.fill_null(chunk, 0).to_numpy(zero_copy_only=False)
+    values = _raw_numbers(chunk)
     # A Float32 column stores float32 values; ClickHouse widens them to Float64 before hashing.
     return values.astype(_FLOATS[base.name])
 
@@ -570,7 +623,7 @@ def _wide_words(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
     """The value as (n, width/8) little-endian uint64 words of ClickHouse's in-memory integer."""
     width = _WIDE_WIDTH[base.name]
     arrow_type = chunk.type
-    if isinstance(arrow_type, pa.ExtensionType):
+    if isinstance(arrow_type, pa.BaseExtensionType):
         chunk = chunk.storage
         arrow_type = chunk.type
     if base.name == "UUID" and _is_text(arrow_type):
@@ -592,14 +645,13 @@ def _wide_words(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
 
 
 def _fixed_bytes(chunk: pa.Array, width: int) -> np.ndarray:
-    """The (n, width) raw bytes of a fixed_size_binary array, NULL slots zeroed."""
+    """The (n, width) raw bytes of a fixed_size_binary array, including those under NULLs."""
     data = chunk.buffers()[1]
+    if data is None or len(chunk) == 0:
+        return np.zeros((len(chunk), width), np.uint8)
     start = chunk.offset * width
-    raw = np.frombuffer(data, np.uint8, count=len(chunk) * width, offset=start).reshape(-1, width)
-    if chunk.null_count:
-        raw = raw.copy()
-        raw[chunk.is_null().to_numpy(zero_copy_only=False)] = 0
-    return np.ascontiguousarray(raw)
+    raw = np.frombuffer(data, np.uint8, count=len(chunk) * width, offset=start)
+    return raw.reshape(-1, width)
 
 
 def _uuid_text_bytes(chunk: pa.Array) -> np.ndarray:
@@ -609,9 +661,8 @@ def _uuid_text_bytes(chunk: pa.Array) -> np.ndarray:
     if len(lengths) and (lengths != 32).any():
         bad = text[int(np.flatnonzero(lengths != 32)[0])].as_py()
         raise UnsupportedTypeError(f"{bad!r} is not a UUID")
-    hex_bytes = np.frombuffer(
-        digits.buffers()[2], np.uint8, count=32 * len(digits), offset=digits.offsets[0].as_py()
-    ).reshape(-1, 32)
+    fixed = digits.cast(pa.binary()).cast(pa.binary(32))
+    hex_bytes = _fixed_bytes(fixed, 32)
     nibbles = _hex_values(hex_bytes)
     return ((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).astype(np.uint8)
 
@@ -649,7 +700,7 @@ def _string_bytes(chunk: pa.Array, base: ClickHouseType) -> pa.Array:
                 raise UnsupportedTypeError(
                     f"{base} column given as Arrow {arrow_type}: byte widths differ"
                 )
-            return chunk if not chunk.null_count else pc.fill_null(chunk, bytes(width))
+            return _without_validity(chunk)
         return _pad_to_fixed(chunk, width)
     if not (
         t.is_string(arrow_type)
@@ -663,10 +714,19 @@ def _string_bytes(chunk: pa.Array, base: ClickHouseType) -> pa.Array:
         raise UnsupportedTypeError(f"cannot read {base} values from an Arrow {arrow_type} array")
     if t.is_string_view(arrow_type) or t.is_binary_view(arrow_type):
         chunk = chunk.cast(pa.large_binary())
-    if chunk.null_count:
-        empty = bytes(arrow_type.byte_width) if t.is_fixed_size_binary(arrow_type) else b""
-        chunk = pc.fill_null(chunk.cast(_binary_of(chunk.type)), empty)
-    return chunk
+    return _without_validity(chunk)
+
+
+def _without_validity(chunk: pa.Array) -> pa.Array:
+    """The same bytes with the NULL flags dropped: a NULL row hashes what is stored under it."""
+    if not chunk.null_count:
+        return chunk
+    buffers = chunk.buffers()
+    if buffers[-1] is None:  # an all-NULL array without data: every value is the default
+        return pc.fill_null(
+            chunk, pa.scalar(b"\0" * getattr(chunk.type, "byte_width", 0), chunk.type)
+        )
+    return pa.Array.from_buffers(chunk.type, len(chunk), [None, *buffers[1:]], 0, chunk.offset)
 
 
 def _binary_of(arrow_type: pa.DataType) -> pa.DataType:

@@ -70,7 +70,8 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
     """Parse an index definition and bind it to the dataset's columns.
 
     Args:
-        definition_text: ``"COL TYPE bloom_filter(0.01)"`` or ``"INDEX i msg TYPE tokenbf_v1(...)"``.
+        definition_text: ``"COL TYPE bloom_filter(0.01)"`` or
+            ``"INDEX i msg TYPE tokenbf_v1(...)"``.
         schema: The dataset's ``pyarrow.Schema``.
         column_types: ``{column: ClickHouse type}`` to hash the columns as; inferred from the
             Arrow types when omitted.
@@ -202,7 +203,10 @@ def granule_payloads(table, indexes: Sequence[PreparedIndex]) -> list[bytes]:
             distinct = encoded.dictionary.take(pc.unique(encoded.indices))
             part = pa.table({prepared.columns[0]: distinct})
         index = SkipIndex.build(
-            prepared.definition, part, part.num_rows, column_types=dict(prepared.spec.column_types)
+            prepared.definition,
+            part,
+            [part.num_rows],
+            column_types=dict(prepared.spec.column_types),
         )
         payloads.append(index.to_bytes())
     return payloads

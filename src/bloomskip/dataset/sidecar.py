@@ -197,8 +197,9 @@ def _encode_header(sidecar: Sidecar) -> tuple[bytes, list[bytes]]:
     files = []
     for entry in sidecar.files.values():
         if len(entry.payloads) != len(sidecar.indexes):
-            raise ValueError(f"{entry.path}: {len(entry.payloads)} payloads for "
-                             f"{len(sidecar.indexes)} indexes")
+            raise ValueError(
+                f"{entry.path}: {len(entry.payloads)} payloads for {len(sidecar.indexes)} indexes"
+            )
         blobs = []
         for payload in entry.payloads:
             blobs.append([offset, len(payload)])

@@ -94,12 +94,17 @@ def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes
     magic = PARQUET_MAGIC if file_format == "parquet" else ARROW_IPC_MAGIC
     trailer_size = 4 + len(magic)
     if size < trailer_size + len(magic):
-        raise FormatError("file too short to hold a footer", field="footer", offset=0, source=source)
+        raise FormatError(
+            "file too short to hold a footer", field="footer", offset=0, source=source
+        )
     handle.seek(size - trailer_size)
     trailer = handle.read(trailer_size)
     if trailer[4:] != magic:
         raise FormatError(
-            f"missing trailing {magic!r} magic", field="magic", offset=size - len(magic), source=source
+            f"missing trailing {magic!r} magic",
+            field="magic",
+            offset=size - len(magic),
+            source=source,
         )
     (footer_length,) = struct.unpack("<i", trailer[:4])
     if footer_length < 0 or footer_length > min(size - trailer_size, MAX_FOOTER_BYTES):
@@ -186,7 +191,9 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
     elif is_glob(text):
         root = glob_root(text).resolve()
         matched = [Path(name) for name in glob.glob(text, recursive=True)]
-        files = [SourceFile(name.resolve(), sniff_format(name)) for name in matched if name.is_file()]
+        files = [
+            SourceFile(name.resolve(), sniff_format(name)) for name in matched if name.is_file()
+        ]
         if any(source.format != "parquet" for source in files):
             raise BloomskipError(f"{text}: a glob dataset must hold only Parquet files")
     else:

@@ -225,7 +225,9 @@ def _string_constant(node, function: str) -> str:
     from sqlglot import exp
 
     if not (isinstance(node, exp.Literal) and node.is_string):
-        raise UnsupportedPredicateError(f"{function}: {node.sql('clickhouse')} is not a string constant")
+        raise UnsupportedPredicateError(
+            f"{function}: {node.sql('clickhouse')} is not a string constant"
+        )
     return node.this
 
 
@@ -243,7 +245,9 @@ def _array_constant(node, function: str) -> list:
     from sqlglot import exp
 
     if not isinstance(node, exp.Array):
-        raise UnsupportedPredicateError(f"{function}: {node.sql('clickhouse')} is not an array constant")
+        raise UnsupportedPredicateError(
+            f"{function}: {node.sql('clickhouse')} is not an array constant"
+        )
     return list(node.expressions)
 
 

@@ -27,6 +27,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
+class TruncatedError(FormatError):
+    """The bytes ended inside a field: the structure is cut short (or was read only in part)."""
+
+
 class ByteCursor:
     """Reads TsFile encodings from ``data``, which starts at file offset ``base``.
 
@@ -42,8 +46,10 @@ class ByteCursor:
 
     __slots__ = ("data", "base", "pos", "source")
 
-    def __init__(self, data: bytes | memoryview, base: int = 0, source: str | None = None) -> None:
-        self.data = memoryview(data)
+    def __init__(
+        self, data: bytes | bytearray | memoryview, base: int = 0, source: str | None = None
+    ) -> None:
+        self.data = data if isinstance(data, bytes) else bytes(data)
         self.base = base
         self.pos = 0
         self.source = source
@@ -61,11 +67,24 @@ class ByteCursor:
     def error(self, message: str, field: str, offset: int | None = None) -> FormatError:
         """Return a FormatError about ``field`` at ``offset`` (default: the current offset)."""
         return FormatError(
-            message, field=field, offset=self.offset if offset is None else offset, source=self.source
+            message,
+            field=field,
+            offset=self.offset if offset is None else offset,
+            source=self.source,
         )
 
-    def take(self, count: int, field: str) -> memoryview:
+    def take(self, count: int, field: str) -> bytes:
         """Return the next ``count`` bytes.
+
+        Raises:
+            FormatError: Fewer than ``count`` bytes remain (or ``count`` is negative).
+        """
+        start = self.pos
+        self.skip(count, field)
+        return self.data[start : self.pos]
+
+    def skip(self, count: int, field: str) -> None:
+        """Advance over the next ``count`` bytes.
 
         Raises:
             FormatError: Fewer than ``count`` bytes remain (or ``count`` is negative).
@@ -73,14 +92,14 @@ class ByteCursor:
         if count < 0:
             raise self.error(f"negative length {count}", field)
         if count > self.remaining:
-            raise self.error(
+            raise TruncatedError(
                 f"needs {count} bytes but only {self.remaining} remain before the end of the "
                 "enclosing structure",
-                field,
+                field=field,
+                offset=self.offset,
+                source=self.source,
             )
-        start = self.pos
         self.pos += count
-        return self.data[start : self.pos]
 
     def u8(self, field: str) -> int:
         """Read one unsigned byte."""
@@ -101,11 +120,17 @@ class ByteCursor:
             FormatError: The varint is truncated, longer than 5 bytes, not minimally encoded,
                 or above 2**31 - 1.
         """
+        pos = self.pos
+        if pos < len(self.data) and self.data[pos] < 0x80:  # the common one-byte case
+            self.pos = pos + 1
+            return self.data[pos]
         start = self.offset
         value = 0
         for index in range(MAX_UVARINT_BYTES):
             if self.pos >= len(self.data):
-                raise self.error("truncated varint", field, start)
+                raise TruncatedError(
+                    "truncated varint", field=field, offset=start, source=self.source
+                )
             byte = self.data[self.pos]
             self.pos += 1
             value |= (byte & 0x7F) << (7 * index)
@@ -119,11 +144,18 @@ class ByteCursor:
 
     def varint(self, field: str) -> int:
         """Read a zig-zag encoded signed varint (Java ``writeVarInt``)."""
+        pos = self.pos
+        if pos < len(self.data) and self.data[pos] < 0x80:  # the common one-byte case
+            self.pos = pos + 1
+            byte = self.data[pos]
+            return (byte >> 1) ^ -(byte & 1)
         start = self.offset
         value = 0
         for index in range(MAX_UVARINT_BYTES):
             if self.pos >= len(self.data):
-                raise self.error("truncated varint", field, start)
+                raise TruncatedError(
+                    "truncated varint", field=field, offset=start, source=self.source
+                )
             byte = self.data[self.pos]
             self.pos += 1
             value |= (byte & 0x7F) << (7 * index)
@@ -162,11 +194,11 @@ class ByteCursor:
         if length < -1:
             raise self.error(f"negative length {length}", field, start)
         if length > 0:
-            self.take(length, field)
+            self.skip(length, field)
 
-    def _decode(self, raw: memoryview, field: str, start: int) -> str:
+    def _decode(self, raw: bytes, field: str, start: int) -> str:
         try:
-            return str(raw, "utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise self.error(f"invalid UTF-8 ({exc.reason})", field, start) from None
 

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from bloomskip import bits
-from bloomskip.errors import FormatError
 from bloomskip.tsfile.codec import INT32_MAX, ByteCursor, encode_uvarint
 from bloomskip.tsfile.hash import (
     MAX_HASH_FUNCTIONS,
@@ -286,6 +285,28 @@ class BloomFilter:
         )
         return [int(position) for position in matrix[0]]
 
+    def positions_batch(self, paths: Any, signed_tail: bool = True) -> np.ndarray:
+        """Return the ``(n, k)`` int64 bit positions of a batch of paths under one variant."""
+        batch = encode_paths(_listify(paths), self.charset)
+        if len(batch) == 0:
+            return np.zeros((0, self.hash_function_count), dtype=np.int64)
+        return np.asarray(
+            bits.tsfile_positions(batch, self.bit_count, self.hash_function_count, signed_tail),
+            dtype=np.int64,
+        )
+
+    def set_positions(self) -> np.ndarray:
+        """Return the sorted positions (below ``bit_count``) of the set bits.
+
+        Example:
+            >>> f = BloomFilter(256, 5)
+            >>> f.add("root.sg.d1.s1")
+            >>> f.set_positions().tolist()
+            [17, 94, 190, 201, 202]
+        """
+        positions = np.flatnonzero(np.unpackbits(self._bits, bitorder="little"))
+        return positions[positions < self.bit_count].astype(np.int64)
+
     def _contains_encoded(self, batch: Any, signed_tail: bool) -> np.ndarray:
         if len(batch) == 0:
             return np.zeros(0, dtype=bool)
@@ -301,7 +322,9 @@ class BloomFilter:
             return
         self._ensure_full_length()
         for signed_tail in signed_tail_flags(self.variant):
-            bits.tsfile_add(self._bits, batch, self.bit_count, self.hash_function_count, signed_tail)
+            bits.tsfile_add(
+                self._bits, batch, self.bit_count, self.hash_function_count, signed_tail
+            )
 
     def _ensure_full_length(self) -> None:
         # A filter read from a file keeps only the stored bytes; grow it before setting bits.
@@ -418,6 +441,55 @@ class BloomFilter:
         )
 
 
+class PathProbe:
+    """One path prepared for testing against many filters (``find`` over thousands of files).
+
+    The bit positions of a path depend only on the filter's shape ``(bit_count, k)``, which
+    files written with the same sizing share, so they are computed once per shape and variant.
+
+    Args:
+        path: The path text (or its encoded bytes).
+        variant: ``both`` (default: "maybe" if either variant's bits are all set),
+            ``signed-tail`` or ``unsigned-tail``.
+        charset: Charset for a ``str`` path.
+
+    Example:
+        >>> f = BloomFilter(256, 5, variant="unsigned-tail")
+        >>> f.add("root.sg.设备.温度")
+        >>> PathProbe("root.sg.设备.温度").might_be_in(f)
+        True
+        >>> PathProbe("root.sg.设备.温度", variant="signed-tail").might_be_in(f)
+        False
+    """
+
+    __slots__ = ("path", "_encoded", "_flags", "_positions")
+
+    def __init__(
+        self, path: PathLike, *, variant: HashVariant = "both", charset: str = DEFAULT_CHARSET
+    ) -> None:
+        self.path = path
+        self._encoded = [encode_path(path, charset)]
+        self._flags = signed_tail_flags(variant)
+        self._positions: dict[tuple[int, int], list[list[int]]] = {}
+
+    def might_be_in(self, bloom_filter: BloomFilter) -> bool:
+        """Return False only when the filter rules the path out under every probed variant."""
+        shape = (bloom_filter.bit_count, bloom_filter.hash_function_count)
+        per_variant = self._positions.get(shape)
+        if per_variant is None:
+            per_variant = [
+                bits.tsfile_positions(self._encoded, *shape, signed_tail)[0].tolist()
+                for signed_tail in self._flags
+            ]
+            self._positions[shape] = per_variant
+        stored = bloom_filter._bits
+        length = len(stored)
+        return any(
+            all(p >> 3 < length and stored[p >> 3] >> (p & 7) & 1 for p in positions)
+            for positions in per_variant
+        )
+
+
 def decode_filter(
     cursor: ByteCursor,
     *,
@@ -464,7 +536,9 @@ def decode_filter(
     if byte_length == 0:
         return None
     if bit_count <= 0:
-        raise cursor.error("bit_count must be positive, got 0", "bloom_filter.bit_count", count_offset)
+        raise cursor.error(
+            "bit_count must be positive, got 0", "bloom_filter.bit_count", count_offset
+        )
     if not 1 <= hash_count <= MAX_HASH_FUNCTIONS:
         raise cursor.error(
             f"hash_function_count must be in 1..{MAX_HASH_FUNCTIONS}, got {hash_count}",

@@ -1,0 +1,529 @@
+"""A ClickHouse Bloom-filter skip index over Arrow data: build, (de)serialize, statistics, select.
+
+ClickHouse writes one index granule per ``GRANULARITY`` data granules (the last one may cover
+fewer); data granules follow the part's marks and may hold different row counts. Each index
+granule holds one filter per index column:
+
+* ``bloom_filter``: ``VarUInt total_rows`` (the largest number of distinct value hashes over the
+  index columns), then per column a filter of ``(bits_per_row * total_rows + 7) // 8`` bytes.
+* ``ngrambf_v1`` / ``tokenbf_v1``: per column exactly ``size_bytes`` bytes, nothing else.
+
+The filters themselves are built by the C kernels in :mod:`bloomskip.bits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bloomskip import bits
+from bloomskip.clickhouse.ddl import IndexDefinition, IndexDefinitionError
+from bloomskip.clickhouse.types import (
+    clickhouse_type_for,
+    parse_clickhouse_type,
+    text_values,
+    value_hashes,
+)
+from bloomskip.errors import FormatError
+
+__all__ = ["SkipIndex", "index_granule_bounds"]
+
+# ClickHouse's readVarUInt reads at most 9 bytes (values below 2**63).
+_MAX_VARUINT_BYTES = 9
+
+
+def _data_granule_rows(granule_rows: object) -> np.ndarray:
+    rows = np.asarray(granule_rows)
+    if rows.ndim != 1 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
+        raise ValueError("granule_rows must be a 1-D sequence of integers (rows per data granule)")
+    rows = rows.astype(np.int64)
+    # A part's marks end with a final mark of 0 rows, which has no index granule.
+    last = rows.size
+    while last and rows[last - 1] == 0:
+        last -= 1
+    rows = rows[:last]
+    if (rows <= 0).any():
+        bad = int(np.flatnonzero(rows <= 0)[0])
+        raise ValueError(f"data granule {bad} has {rows[bad]} rows; only the last mark may be 0")
+    return rows
+
+
+def index_granule_bounds(data_granule_count: int, granularity: int) -> np.ndarray:
+    """Data-granule numbers where index granules start, plus the end.
+
+    Args:
+        data_granule_count: Number of data granules (marks without the final mark).
+        granularity: The index's GRANULARITY.
+
+    Returns:
+        ``int64[G + 1]``: index granule j covers data granules ``[b[j], b[j + 1])``.
+
+    Example:
+        >>> index_granule_bounds(5, 2).tolist()
+        [0, 2, 4, 5]
+    """
+    starts = np.arange(0, data_granule_count, granularity, dtype=np.int64)
+    return np.append(starts, np.int64(data_granule_count))
+
+
+class SkipIndex:
+    """The granules of one ClickHouse Bloom-filter skip index.
+
+    Build it from Arrow data with :meth:`build`, or read ClickHouse's decompressed ``.idx`` stream
+    with :meth:`from_bytes`.
+
+    Attributes:
+        definition: The index definition.
+        column_types: ClickHouse type of each source column (None when unknown).
+        index_column_types: ClickHouse type of each index column (None when unknown).
+        data_granule_rows: Rows per data granule (``int64``), without the final 0-row mark.
+
+    Example:
+        >>> from bloomskip.clickhouse.ddl import parse_index_definition
+        >>> d = parse_index_definition("v TYPE bloom_filter GRANULARITY 2")
+        >>> SkipIndex.build(d, pa.table({"v": list(range(10))}), [4, 4, 2]).index_granule_count
+        2
+    """
+
+    def __init__(
+        self,
+        definition: IndexDefinition,
+        column_types: Mapping[str, str] | None,
+        data_granule_rows: np.ndarray,
+        *,
+        payload: bytes | None = None,
+        granule_offsets: np.ndarray | None = None,
+        distinct_counts: np.ndarray | None = None,
+        text_filters: np.ndarray | None = None,
+    ) -> None:
+        """Assemble an index from decoded parts; use :meth:`build` or :meth:`from_bytes` instead.
+
+        Args:
+            definition: The index definition.
+            column_types: Source column types, or None.
+            data_granule_rows: Rows per data granule.
+            payload: bloom_filter: the serialized granules back to back.
+            granule_offsets: bloom_filter: granule j is ``payload[offsets[j]:offsets[j + 1]]``.
+            distinct_counts: bloom_filter: each granule's ``total_rows``.
+            text_filters: text indexes: ``(G, columns * size_bytes)`` uint8 filters.
+        """
+        self.definition = definition
+        self.column_types = dict(column_types) if column_types is not None else None
+        # Unknown when the types are not given or an expression cannot be evaluated (an index
+        # on e.g. `a + 1` can still be read from disk and inspected).
+        evaluable = all(expression.supported for expression in definition.index_columns)
+        self.index_column_types = (
+            definition.index_column_types(column_types)
+            if column_types is not None and evaluable
+            else None
+        )
+        self.data_granule_rows = data_granule_rows
+        self._bounds = index_granule_bounds(len(data_granule_rows), definition.granularity)
+        self._payload = payload
+        self._granule_offsets = granule_offsets
+        self._distinct_counts = distinct_counts
+        self._text_filters = text_filters
+
+    # ----------------------------------------------------------------------------------------
+    # Shape
+
+    @property
+    def index_granule_count(self) -> int:
+        """Number of index granules: ceil(data granules / GRANULARITY)."""
+        return len(self._bounds) - 1
+
+    @property
+    def column_count(self) -> int:
+        """Number of index columns (filters per granule)."""
+        return len(self.definition.expressions)
+
+    def index_granule_rows(self) -> np.ndarray:
+        """Rows covered by each index granule (``int64[G]``)."""
+        row_bounds = np.concatenate(([0], np.cumsum(self.data_granule_rows)))
+        return np.diff(row_bounds[self._bounds])
+
+    def data_granules_of(self, index_granule: int) -> range:
+        """The data granule numbers index granule ``index_granule`` covers."""
+        return range(int(self._bounds[index_granule]), int(self._bounds[index_granule + 1]))
+
+    # ----------------------------------------------------------------------------------------
+    # Building
+
+    @classmethod
+    def build(
+        cls,
+        definition: IndexDefinition,
+        table: pa.Table,
+        granule_rows: object,
+        column_types: Mapping[str, str] | None = None,
+    ) -> SkipIndex:
+        """Build the index the way ClickHouse does when it writes a part.
+
+        Args:
+            definition: The index definition.
+            table: The rows in part order; it must hold every column the index expressions read.
+            granule_rows: Rows per data granule (the part's marks; a trailing 0 for the final mark
+                is ignored). They must add up to ``table.num_rows``.
+            column_types: ClickHouse type per source column; columns left out get
+                :func:`~bloomskip.clickhouse.types.clickhouse_type_for` of their Arrow type.
+
+        Returns:
+            The built index.
+
+        Raises:
+            ValueError: Granule rows that do not match the table, an unsupported expression, or a
+                column type the index type rejects (the error names the column).
+
+        Example:
+            >>> from bloomskip.clickhouse.ddl import parse_index_definition
+            >>> d = parse_index_definition("s TYPE tokenbf_v1(64, 2, 0) GRANULARITY 2")
+            >>> len(SkipIndex.build(d, pa.table({"s": ["a b", "c"]}), [1, 1]).to_bytes())
+            64
+        """
+        rows = _data_granule_rows(granule_rows)
+        if int(rows.sum()) != table.num_rows:
+            raise ValueError(
+                f"granule_rows add up to {int(rows.sum())} rows but the table has {table.num_rows}"
+            )
+        types = dict(column_types or {})
+        for expression in definition.index_columns:
+            name = expression.column
+            if expression.supported and name not in table.column_names:
+                raise IndexDefinitionError(
+                    f"index expression {expression.sql!r} reads column {name!r}, which the table "
+                    f"does not have (columns: {', '.join(table.column_names)})"
+                )
+            if expression.supported and name not in types:
+                types[name] = clickhouse_type_for(table.schema.field(name).type)
+        index = cls(definition, types, rows)
+        data_row_bounds = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
+        values = [expression.evaluate(table) for expression in definition.index_columns]
+        if definition.type == "bloom_filter":
+            index._build_bloom_filter(values, data_row_bounds)
+        else:
+            index._build_text(values, data_row_bounds)
+        return index
+
+    def _build_bloom_filter(
+        self, values: list[pa.ChunkedArray], data_row_bounds: np.ndarray
+    ) -> None:
+        columns = []
+        for array, type_name in zip(values, self.index_column_types, strict=True):
+            hashes, row_offsets = value_hashes(array, type_name)
+            if parse_clickhouse_type(type_name).name == "Array":
+                hashes, bounds = _apply_empty_array_rule(
+                    hashes, row_offsets, data_row_bounds, self._bounds
+                )
+            else:
+                bounds = row_offsets[data_row_bounds[self._bounds]]
+            columns.append((hashes, bounds))
+        d = self.definition
+        payload, offsets, counts = bits.bloom_filter_granules(
+            columns, d.bits_per_row, d.hash_functions
+        )
+        self._payload, self._granule_offsets, self._distinct_counts = payload, offsets, counts
+
+    def _build_text(self, values: list[pa.ChunkedArray], data_row_bounds: np.ndarray) -> None:
+        d = self.definition
+        filters = []
+        row_bounds = data_row_bounds[self._bounds]
+        for array, type_name in zip(values, self.index_column_types, strict=True):
+            if pa.types.is_dictionary(array.type):
+                strings, bounds = _distinct_dictionary_strings(array, type_name, row_bounds)
+            else:
+                strings, row_offsets = text_values(array, type_name)
+                bounds = row_offsets[row_bounds]
+            filters.append(
+                bits.text_granules(
+                    strings, bounds, d.tokenizer, d.ngram_size or 1, d.size_bytes,
+                    d.hash_functions, d.seed,
+                )
+            )  # fmt: skip
+        self._text_filters = np.ascontiguousarray(np.concatenate(filters, axis=1))
+
+    # ----------------------------------------------------------------------------------------
+    # Serialization
+
+    def to_bytes(self) -> bytes:
+        """The decompressed ``skp_idx_<name>.idx`` stream: every granule in ClickHouse's layout."""
+        if self._text_filters is not None:
+            return self._text_filters.tobytes()
+        return bytes(self._payload)
+
+    def granule_bytes(self, j: int) -> bytes:
+        """Index granule ``j`` exactly as ClickHouse serializes it.
+
+        Raises:
+            IndexError: ``j`` out of range.
+        """
+        if not 0 <= j < self.index_granule_count:
+            raise IndexError(f"index granule {j} out of range 0..{self.index_granule_count - 1}")
+        if self._text_filters is not None:
+            return self._text_filters[j].tobytes()
+        return bytes(self._payload[self._granule_offsets[j] : self._granule_offsets[j + 1]])
+
+    @classmethod
+    def from_bytes(
+        cls,
+        definition: IndexDefinition,
+        payload: bytes,
+        granule_rows: object,
+        column_types: Mapping[str, str] | None = None,
+        source: str | None = None,
+    ) -> SkipIndex:
+        """Read the decompressed ``.idx`` stream ClickHouse wrote.
+
+        Args:
+            definition: The index definition (from the table's DDL).
+            payload: The decompressed stream (every granule, back to back).
+            granule_rows: Rows per data granule of the part (a trailing final 0 is ignored).
+            column_types: ClickHouse type per source column, if known (needed by :meth:`select`).
+            source: Name of the file, for error messages.
+
+        Returns:
+            The index.
+
+        Raises:
+            FormatError: If the bytes do not hold exactly the expected granules (truncated
+                granule, oversized count, trailing bytes); the error names the granule, field
+                and offset.
+            ValueError: Bad ``granule_rows``.
+        """
+        rows = _data_granule_rows(granule_rows)
+        granules = len(index_granule_bounds(len(rows), definition.granularity)) - 1
+        data = bytes(payload)
+        columns = len(definition.expressions)
+        if definition.type != "bloom_filter":
+            expected = granules * columns * definition.size_bytes
+            if len(data) != expected:
+                raise FormatError(
+                    f"{definition.type} index {definition.name!r}: expected {granules} granules "
+                    f"x {columns} column(s) x {definition.size_bytes} bytes = {expected} bytes, "
+                    f"got {len(data)}",
+                    field="granules",
+                    offset=min(len(data), expected),
+                    source=source,
+                )
+            matrix = np.frombuffer(data, np.uint8).reshape(
+                granules, columns * definition.size_bytes
+            )
+            return cls(definition, column_types, rows, text_filters=matrix.copy())
+        offsets, counts = _parse_bloom_filter_granules(
+            data, granules, columns, definition.bits_per_row, source
+        )
+        return cls(
+            definition, column_types, rows, payload=data, granule_offsets=offsets,
+            distinct_counts=counts,
+        )  # fmt: skip
+
+    # ----------------------------------------------------------------------------------------
+    # Filters and statistics
+
+    def _filter_sizes(self) -> np.ndarray:
+        if self._text_filters is not None:
+            return np.full(self.index_granule_count, self.definition.size_bytes, np.int64)
+        return (self.definition.bits_per_row * self._distinct_counts + 7) // 8
+
+    def column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The filters of index column ``c``, all granules.
+
+        Args:
+            c: Index column number (0-based, in expression order).
+
+        Returns:
+            ``(flat, offsets)``: granule j's filter is ``flat[offsets[j]:offsets[j + 1]]`` (uint8).
+
+        Raises:
+            IndexError: ``c`` out of range.
+        """
+        if not 0 <= c < self.column_count:
+            raise IndexError(f"index column {c} out of range 0..{self.column_count - 1}")
+        sizes = self._filter_sizes()
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        if self._text_filters is not None:
+            size = self.definition.size_bytes
+            flat = np.ascontiguousarray(self._text_filters[:, c * size : (c + 1) * size]).reshape(
+                -1
+            )
+            return flat, offsets
+        # Whatever a granule holds beyond its filters is its VarUInt header.
+        header = np.diff(self._granule_offsets) - self.column_count * sizes
+        starts = self._granule_offsets[:-1] + header + c * sizes
+        # Gather every granule's byte range in one vectorized index.
+        positions = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]))
+        raw = np.frombuffer(self._payload, np.uint8)
+        return raw[positions], offsets
+
+    @property
+    def distinct_counts(self) -> np.ndarray | None:
+        """bloom_filter: each granule's ``total_rows`` (largest distinct-hash count); else None."""
+        return self._distinct_counts
+
+    def granule_statistics(self) -> pa.Table:
+        """Per index granule and index column: fill and estimated false-positive rate.
+
+        Returns:
+            A table with columns ``granule``, ``column`` (the index expression), ``rows`` (data
+            rows covered), ``bit_count``, ``bits_set``, ``fill_ratio`` and ``estimated_fpr`` =
+            ``fill_ratio ** hash_functions`` (the chance that k random positions are all set).
+        """
+        k = self.definition.hash_functions
+        columns = self.column_count
+        bit_counts, bits_set = [], []
+        for c in range(columns):
+            flat, offsets = self.column_filters(c)
+            set_before = np.concatenate(([0], np.cumsum(np.bitwise_count(flat), dtype=np.int64)))
+            bits_set.append(set_before[offsets[1:]] - set_before[offsets[:-1]])
+            bit_counts.append(np.diff(offsets) * 8)
+        # Granule-major order: granule 0's columns, then granule 1's, ...
+        bit_count = np.stack(bit_counts, axis=1).reshape(-1)
+        set_count = np.stack(bits_set, axis=1).reshape(-1)
+        # A 0-bit filter cannot exclude anything: report it as full.
+        fill = np.divide(
+            set_count, bit_count, out=np.ones(len(bit_count), np.float64), where=bit_count > 0
+        )
+        granules = self.index_granule_count
+        return pa.table(
+            {
+                "granule": pa.array(np.repeat(np.arange(granules), columns), pa.int64()),
+                "column": pa.array(list(self.definition.expressions) * granules, pa.string()),
+                "rows": pa.array(np.repeat(self.index_granule_rows(), columns), pa.int64()),
+                "bit_count": pa.array(bit_count, pa.int64()),
+                "bits_set": pa.array(set_count, pa.int64()),
+                "fill_ratio": pa.array(fill, pa.float64()),
+                "estimated_fpr": pa.array(fill**k, pa.float64()),
+            }
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # Query
+
+    def select(self, where: str) -> np.ndarray:
+        """Data granules a query with this WHERE clause would read after this index.
+
+        Args:
+            where: A ClickHouse WHERE expression, e.g. ``"s LIKE '%error%'"``.
+
+        Returns:
+            ``int64`` data granule numbers that may match, ascending (what ``EXPLAIN indexes = 1``
+            counts as selected granules).
+
+        Raises:
+            ValueError: If the condition cannot be parsed or the column types are unknown.
+        """
+        from bloomskip.clickhouse.condition import compile_condition
+
+        if self.column_types is None:
+            raise ValueError("select needs the column types; pass column_types to from_bytes")
+        mask = np.asarray(
+            compile_condition(where, self.definition, self.column_types).may_match(self), bool
+        )
+        if mask.shape != (self.index_granule_count,):
+            raise ValueError(
+                f"condition returned {mask.shape} decisions for {self.index_granule_count} granules"
+            )
+        lengths = np.diff(self._bounds)
+        selected_index = np.repeat(mask, lengths)
+        return np.flatnonzero(selected_index).astype(np.int64)
+
+
+def _distinct_dictionary_strings(
+    array: pa.ChunkedArray, type_name: str, row_bounds: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
+    """A LowCardinality column's distinct dictionary values per index granule.
+
+    A granule's text filter is the union of its rows' tokens, so tokenizing each distinct value
+    once per granule gives the same filter as tokenizing every row.
+
+    Returns:
+        ``(strings, bounds)``: granule j's distinct values are ``strings[bounds[j]:bounds[j+1]]``.
+    """
+    unified = array.unify_dictionaries() if array.num_chunks > 1 else array
+    dictionary = (
+        unified.chunk(0).dictionary if unified.num_chunks else pa.array([], array.type.value_type)
+    )
+    codes = np.concatenate(
+        [np.asarray(pc.fill_null(c.indices, -1), np.int64) for c in unified.chunks]
+        or [np.empty(0, np.int64)]
+    )
+    granule_of_row = np.repeat(np.arange(len(row_bounds) - 1), np.diff(row_bounds))
+    present = codes >= 0  # a NULL row holds '' and adds no token
+    keys = np.unique(granule_of_row[present] * (len(dictionary) + 1) + codes[present])
+    granules, dictionary_codes = np.divmod(keys, len(dictionary) + 1)
+    strings, _ = text_values(dictionary.take(pa.array(dictionary_codes)), type_name)
+    bounds = np.searchsorted(granules, np.arange(len(row_bounds)), side="left").astype(np.int64)
+    return strings, bounds
+
+
+def _apply_empty_array_rule(
+    hashes: np.ndarray,
+    row_offsets: np.ndarray,
+    data_row_bounds: np.ndarray,
+    index_bounds: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Insert ClickHouse's hash 0 for every data granule whose arrays are all empty.
+
+    ClickHouse's ``BloomFilterHash::hashWithColumn`` returns the single hash 0 when the rows it
+    is given hold no array element; the writer calls it once per data granule.
+
+    Returns:
+        The hashes with the zeros inserted and the element bounds of every index granule.
+    """
+    element_bounds = row_offsets[data_row_bounds]
+    empty = np.diff(element_bounds) == 0
+    hashes = np.insert(hashes, element_bounds[:-1][empty], np.uint64(0))
+    inserted_before = np.concatenate(([0], np.cumsum(empty)))
+    shifted = element_bounds + inserted_before
+    return hashes.astype(np.uint64, copy=False), shifted[index_bounds]
+
+
+def _parse_bloom_filter_granules(
+    data: bytes, granules: int, columns: int, bits_per_row: int, source: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Walk the bloom_filter granules: (granule offsets int64[G+1], distinct counts int64[G])."""
+    offsets = np.empty(granules + 1, np.int64)
+    counts = np.empty(granules, np.int64)
+    position = 0
+    end = len(data)
+    # One step per granule (not per value): each granule's size depends on its VarUInt header.
+    for j in range(granules):
+        offsets[j] = position
+        value = 0
+        shift = 0
+        for i in range(_MAX_VARUINT_BYTES + 1):
+            if i == _MAX_VARUINT_BYTES:
+                raise FormatError(
+                    f"granule {j}: VarUInt total_rows longer than {_MAX_VARUINT_BYTES} bytes",
+                    field="total_rows", offset=offsets[j], source=source,
+                )  # fmt: skip
+            if position >= end:
+                raise FormatError(
+                    f"granule {j} of {granules}: stream ends inside VarUInt total_rows",
+                    field="total_rows", offset=position, source=source,
+                )  # fmt: skip
+            byte = data[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        size = (bits_per_row * value + 7) // 8
+        needed = size * columns
+        if needed > end - position:
+            raise FormatError(
+                f"granule {j} of {granules}: total_rows {value} needs {columns} filter(s) of "
+                f"{size} bytes, but only {end - position} bytes remain",
+                field="filter", offset=position, source=source,
+            )  # fmt: skip
+        counts[j] = value
+        position += needed
+    offsets[granules] = position
+    if position != end:
+        raise FormatError(
+            f"{end - position} bytes follow the last of {granules} granules",
+            field="granules", offset=position, source=source,
+        )  # fmt: skip
+    return offsets, counts

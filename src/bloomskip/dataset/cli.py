@@ -1,0 +1,121 @@
+"""``bloomskip index build``, ``bloomskip query`` and ``bloomskip demo``.
+
+Cheap to import: every handler imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    """Add the ``index`` (``build``), ``query`` and ``demo`` commands.
+
+    Args:
+        subparsers: The object ``ArgumentParser.add_subparsers`` returned.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> register(parser.add_subparsers())
+    """
+    index = subparsers.add_parser("index", help="skip indexes over Parquet / Arrow datasets")
+    index_commands = index.add_subparsers(dest="index_command", metavar="COMMAND", required=True)
+    build = index_commands.add_parser(
+        "build",
+        help="build or refresh a dataset's sidecar index",
+        description="Build ClickHouse skip indexes over a Parquet file, directory or glob (or an "
+        "Arrow IPC file) into a sidecar file. Only new or changed files are re-indexed.",
+    )
+    build.add_argument("dataset", metavar="DATASET")
+    build.add_argument(
+        "--index",
+        action="append",
+        default=[],
+        metavar="DEFINITION",
+        help='e.g. "user_id TYPE bloom_filter(0.01)" or "msg TYPE tokenbf_v1(8192, 3, 0)"; '
+        "repeatable; omit to refresh the existing index",
+    )
+    build.add_argument(
+        "--granule",
+        default="row-group",
+        metavar="row-group|ROWS",
+        help="granule: a Parquet row group / Arrow record batch (default) or a row count",
+    )
+    build.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    build.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: on a terminal only)",
+    )
+    build.set_defaults(func=_build)
+
+    query = subparsers.add_parser(
+        "query",
+        help="query a dataset, reading only the row groups its index cannot rule out",
+        description="Filter a dataset with a ClickHouse WHERE expression (hasToken, startsWith, "
+        "endsWith, multiSearchAny, has, hasAny, hasAll, LIKE, IN, =, AND/OR/NOT). The index "
+        "prunes row groups; DuckDB evaluates the exact predicate on the rest.",
+    )
+    query.add_argument("dataset", metavar="DATASET")
+    query.add_argument("--where", required=True, metavar="PRED")
+    query.add_argument("--select", metavar="COLS", help="comma-separated columns (default: all)")
+    query.add_argument("--limit", type=int, metavar="N")
+    query.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
+    query.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    query.add_argument(
+        "--explain", action="store_true", help="print what each index skips; do not run"
+    )
+    query.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    query.set_defaults(func=_query)
+
+    demo = subparsers.add_parser(
+        "demo",
+        help="generate a sample log dataset, index it and compare with a DuckDB full scan",
+    )
+    demo.add_argument("directory", nargs="?", default="bloomskip-demo", metavar="DIR")
+    demo.add_argument("--rows", type=int, default=5_000_000, help="rows to generate")
+    demo.set_defaults(func=_demo)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.dataset import Dataset
+
+    dataset = Dataset(args.dataset, sidecar=args.sidecar)
+    report = dataset.build_index(args.index or None, granule=args.granule, progress=args.progress)
+    print(
+        f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
+        f"{report.index_bytes:,} bytes"
+    )
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.dataset import Dataset
+    from bloomskip.dataset.query import run_query
+    from bloomskip.dataset.report import explain_text, write_output
+    from bloomskip.dataset.translate import referenced_columns
+
+    dataset = Dataset(args.dataset, sidecar=args.sidecar)
+    result = dataset.explain(args.where)
+    if args.explain:
+        columns = referenced_columns(args.where)
+        if args.select:
+            columns += [c for c in referenced_columns(args.select) if c not in columns]
+        else:
+            columns = []
+        print(explain_text(result, columns))
+        return 0
+    for warning in result.warnings:
+        print(f"bloomskip: warning: {warning}", file=sys.stderr)
+    table = run_query(result, dataset.schema, args.where, args.select, args.limit)
+    write_output(table, args.format, args.output)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.demo import run_demo
+
+    run_demo(args.directory, rows=args.rows)
+    return 0

@@ -1,0 +1,287 @@
+"""``bloomskip.Dataset``: ClickHouse skip indexes over Parquet / Arrow IPC files, in a sidecar."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bloomskip.dataset.sources import discover, glob_root, is_glob
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from bloomskip.dataset.prune import PruneResult
+    from bloomskip.dataset.sidecar import Sidecar
+
+DIRECTORY_SIDECAR = "_bloomskip.index"
+
+
+def default_sidecar_path(dataset: str | os.PathLike) -> Path:
+    """Return where the sidecar of a DATASET argument lives by default.
+
+    ``_``-prefixed names are ignored by ``pyarrow.dataset`` (and by our discovery), so the
+    sidecar never shows up as a data file.
+
+    Args:
+        dataset: A file, a directory or a glob.
+
+    Returns:
+        ``<dir>/_<name>.bloomskip`` for a file, ``<dir>/_bloomskip.index`` for a directory and
+        ``<root>/_bloomskip-<hash of the pattern>.index`` for a glob.
+
+    Example:
+        >>> default_sidecar_path("logs")  # doctest: +SKIP
+        PosixPath('logs/_bloomskip.index')
+    """
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.is_dir():
+        return path / DIRECTORY_SIDECAR
+    if is_glob(text) and not path.exists():
+        root = glob_root(text)
+        pattern = Path(os.path.relpath(Path(text).absolute(), root.absolute())).as_posix()
+        digest = hashlib.sha256(pattern.encode("utf-8")).hexdigest()[:12]
+        return root / f"_bloomskip-{digest}.index"
+    return path.parent / f"_{path.name}.bloomskip"
+
+
+@dataclass
+class BuildReport:
+    """What :meth:`Dataset.build_index` did.
+
+    Attributes:
+        sidecar: Path of the sidecar written.
+        files: Files in the dataset.
+        rebuilt: Relative paths of the files (re)indexed; the others were reused.
+        index_bytes: Size of the sidecar in bytes.
+    """
+
+    sidecar: Path
+    files: int
+    rebuilt: list[str]
+    index_bytes: int
+
+
+class Dataset:
+    """A folder, glob or file of Parquet (or one Arrow IPC file) with a sidecar skip index.
+
+    Args:
+        path: A Parquet file, an Arrow IPC file, a directory of Parquet files or a glob.
+        sidecar: Where the index lives (default: :func:`default_sidecar_path`).
+
+    Raises:
+        BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
+
+    Example:
+        >>> ds = Dataset("logs/")  # doctest: +SKIP
+        >>> ds.build_index(["user_id TYPE bloom_filter(0.01)", "msg TYPE tokenbf_v1(8192, 3, 0)"])
+        >>> ds.query("hasToken(msg, 'timeout') AND user_id = 42").num_rows
+        3
+    """
+
+    def __init__(self, path: str | os.PathLike, sidecar: str | os.PathLike | None = None) -> None:
+        self.path = os.fspath(path)
+        self.root, self.files = discover(self.path)
+        self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
+        self._engine_cache: dict = {}
+        self._sidecar_cache: tuple | None = None
+        self._duckdb = None
+        self._layouts: dict = {}
+        self._schema = None
+
+    def duckdb_connection(self):
+        """The DuckDB connection :meth:`query` runs on (created on first use, then reused)."""
+        if self._duckdb is None:
+            import duckdb
+
+            self._duckdb = duckdb.connect()
+        return self._duckdb
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The dataset's Arrow schema (that of its first file, read once)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._schema is None:
+            first = self.files[0]
+            if first.format == "parquet":
+                self._schema = pq.read_schema(first.path)
+            else:
+                with pa.memory_map(str(first.path)) as handle:
+                    self._schema = pa.ipc.open_file(handle).schema
+        return self._schema
+
+    def load_sidecar(self) -> Sidecar | None:
+        """Return the sidecar, or None when there is none.
+
+        Raises:
+            FormatError: The sidecar exists but is corrupt.
+        """
+        from bloomskip.dataset.sidecar import read_sidecar
+
+        try:
+            stat = self.sidecar_path.stat()
+        except FileNotFoundError:
+            return None
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        if self._sidecar_cache is None or self._sidecar_cache[0] != key:
+            self._sidecar_cache = (key, read_sidecar(self.sidecar_path))
+        return self._sidecar_cache[1]
+
+    def build_index(
+        self,
+        indexes: Sequence[str] | None = None,
+        *,
+        granule: str | int = "row-group",
+        progress: bool | None = None,
+    ) -> BuildReport:
+        """Build or refresh the sidecar index, re-indexing only new or changed files.
+
+        Args:
+            indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``.
+                None keeps the definitions (and granule) of the existing sidecar.
+            granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule.
+            progress: Show a progress bar (default: only on a terminal).
+
+        Returns:
+            A :class:`BuildReport`.
+
+        Raises:
+            BloomskipError: Bad definitions, no definitions and no sidecar, or data the engine
+                cannot hash.
+
+        Example:
+            >>> Dataset("logs/").build_index(["msg TYPE tokenbf_v1(8192, 3, 0)"]).rebuilt
+            ['part-0.parquet', 'part-1.parquet']
+        """
+        from bloomskip.dataset.build import build_sidecar, parse_granule, prepare_index
+        from bloomskip.dataset.sidecar import write_sidecar
+        from bloomskip.errors import BloomskipError, FormatError
+
+        try:
+            previous = self.load_sidecar()
+        except FormatError:
+            previous = None  # a corrupt sidecar is simply rebuilt
+        schema = self.schema
+        if indexes is None or len(indexes) == 0:
+            if previous is None:
+                raise BloomskipError("no --index given and no existing index to refresh")
+            prepared = [
+                prepare_index(spec.definition, schema, dict(spec.column_types))
+                for spec in previous.indexes
+            ]
+            granule = previous.granule
+        else:
+            prepared = [prepare_index(text, schema) for text in indexes]
+            granule = parse_granule(granule)
+        sidecar, rebuilt = build_sidecar(
+            self.files, self.root, prepared, granule, previous, progress
+        )
+        if rebuilt or previous is None or len(previous.files) != len(sidecar.files):
+            write_sidecar(sidecar, self.sidecar_path)
+        return BuildReport(
+            self.sidecar_path, len(self.files), rebuilt, self.sidecar_path.stat().st_size
+        )
+
+    def prune(self, where: str) -> list[tuple[Path, int]]:
+        """Return the ``(file, row_group)`` pairs that may hold rows matching ``where``.
+
+        Args:
+            where: ClickHouse WHERE expression.
+
+        Returns:
+            Surviving pairs in dataset order; for Arrow IPC the number is a record batch.
+
+        Example:
+            >>> Dataset("logs/").prune("user_id = 42")  # doctest: +SKIP
+            [(PosixPath('/data/logs/part-3.parquet'), 17)]
+        """
+        return self.explain(where).surviving()
+
+    def explain(self, where: str) -> PruneResult:
+        """Prune and return the full decision: per file, per index, and any warnings.
+
+        A missing or corrupt sidecar, or a changed file, is not an error: the affected files
+        are scanned, and :attr:`PruneResult.warnings` says why.
+
+        Args:
+            where: ClickHouse WHERE expression.
+
+        Returns:
+            A :class:`~bloomskip.dataset.prune.PruneResult`.
+        """
+        from bloomskip.dataset.prune import CHANGED, file_states, prune
+        from bloomskip.dataset.translate import parse_where
+        from bloomskip.errors import FormatError
+
+        parse_where(where)  # a malformed WHERE is the user's error, reported before any work
+        warnings = []
+        try:
+            sidecar = self.load_sidecar()
+        except FormatError as exc:
+            sidecar = None
+            warnings.append(f"index ignored, scanning every file: {exc}")
+        if sidecar is None and not warnings:
+            warnings.append(f"no index at {self.sidecar_path}: scanning every file")
+        states = file_states(self.files, self.root, sidecar, self._layouts)
+        result = prune(where, states, sidecar, self._engine_cache)
+        for state in states:
+            if sidecar is not None and state.entry is None:
+                verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
+                warnings.append(f"{state.relative_path}: {verb}; scanning it")
+        result.warnings = warnings
+        return result
+
+    def pruned(self, where: str) -> pads.Dataset:
+        """Return the surviving row groups as a ``pyarrow.dataset.Dataset``, without reading them.
+
+        Hand it to DuckDB (``duckdb.sql("SELECT ... FROM ds WHERE ...")``) or Polars
+        (``polars.scan_pyarrow_dataset(ds)``); neither copies the data up front. Apply the exact
+        predicate there: the row groups may hold non-matching rows too. (Count rows by scanning:
+        pyarrow 26's ``Dataset.count_rows()`` reports whole files for row-group subsets.)
+
+        Args:
+            where: ClickHouse WHERE expression used for pruning.
+
+        Returns:
+            A ``pyarrow.dataset.Dataset`` with the dataset's schema.
+        """
+        from bloomskip.dataset.query import surviving_dataset
+
+        return surviving_dataset(self.explain(where), self.schema)
+
+    def query(
+        self,
+        where: str,
+        columns: Sequence[str] | str | None = None,
+        limit: int | None = None,
+    ) -> pa.Table:
+        """Return the rows matching ``where``, reading only the surviving row groups.
+
+        Args:
+            where: ClickHouse WHERE expression (hasToken, startsWith, LIKE, IN, has, ...).
+            columns: Columns to return; all when None.
+            limit: At most this many rows.
+
+        Returns:
+            A ``pyarrow.Table`` holding exactly the rows DuckDB returns over the whole dataset.
+
+        Raises:
+            UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
+
+        Example:
+            >>> Dataset("logs/").query("user_id = 42", ["message"]).num_rows  # doctest: +SKIP
+            12
+        """
+        from bloomskip.dataset.query import run_query
+
+        names = list(columns) if columns is not None and not isinstance(columns, str) else columns
+        return run_query(
+            self.explain(where), self.schema, where, names, limit, self.duckdb_connection()
+        )

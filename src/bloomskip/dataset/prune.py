@@ -1,0 +1,271 @@
+"""Pruning: which row groups (or record batches) of a dataset can hold rows matching a WHERE.
+
+Each index of the sidecar is evaluated by the ClickHouse engine (``compile_condition`` /
+``may_match``) over the granules of every file whose identity still matches the sidecar. A
+granule the engine rules out is skipped; everything else is kept. Files that changed, are not in
+the sidecar, or a sidecar that is missing or corrupt, make the pruner keep every row group of the
+files concerned: the answer is then a scan, never a miss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bloomskip.dataset.sidecar import FileEntry, Sidecar
+from bloomskip.dataset.sources import Layout, SourceFile
+
+INDEXED = "indexed"
+NOT_INDEXED = "not indexed"
+CHANGED = "changed since indexing"
+
+
+@dataclass
+class FileState:
+    """A dataset file as the pruner sees it.
+
+    Attributes:
+        source: The file.
+        relative_path: Its name in the sidecar.
+        layout: Its row groups (record batches).
+        entry: Its sidecar entry when that entry is still valid, else None.
+        status: ``"indexed"``, ``"not indexed"`` or ``"changed since indexing"``.
+    """
+
+    source: SourceFile
+    relative_path: str
+    layout: Layout
+    entry: FileEntry | None
+    status: str
+
+
+@dataclass
+class IndexOutcome:
+    """What one index decided.
+
+    Attributes:
+        definition: The index definition text.
+        useful: Whether any atom of the WHERE can use this index.
+        granules: Indexed granules considered.
+        granules_skipped: Granules the index rules out.
+        rows_skipped: Rows in those granules.
+        keep: Per file, a bool per row group: False where this index alone skips it.
+        note: Why the index was not used, when it was not.
+    """
+
+    definition: str
+    useful: bool
+    granules: int = 0
+    granules_skipped: int = 0
+    rows_skipped: int = 0
+    keep: list = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class PruneResult:
+    """The surviving row groups of every file and how each index contributed.
+
+    Attributes:
+        files: Every dataset file.
+        keep: Per file, a bool per row group: True = must be read.
+        indexes: One :class:`IndexOutcome` per sidecar index.
+        warnings: Problems that made the pruner fall back to scanning (corrupt sidecar, ...).
+    """
+
+    files: list[FileState]
+    keep: list
+    indexes: list[IndexOutcome]
+    warnings: list[str]
+
+    def surviving(self) -> list[tuple[Path, int]]:
+        """Return the ``(file, row_group)`` pairs that must be read, in dataset order."""
+        import numpy as np
+
+        return [
+            (state.source.path, int(group))
+            for state, keep in zip(self.files, self.keep, strict=True)
+            for group in np.flatnonzero(keep)
+        ]
+
+
+def file_states(
+    files: list[SourceFile], root: Path, sidecar: Sidecar | None, layouts: dict | None = None
+) -> list[FileState]:
+    """Match each dataset file with its sidecar entry, if that entry is still valid.
+
+    Args:
+        files: The dataset's files.
+        root: The sidecar's directory.
+        sidecar: The loaded sidecar, or None.
+        layouts: Reused across calls: layouts keyed by file and identity.
+
+    Returns:
+        One :class:`FileState` per file. An entry is valid when the file's size, modification
+        time and footer hash are unchanged and its granules still cover the file's rows.
+    """
+    from bloomskip.dataset.build import ROW_GROUP, relative_to
+    from bloomskip.dataset.sources import read_layout
+
+    layouts = {} if layouts is None else layouts
+    if len(layouts) > 4 * len(files) + 64:
+        layouts.clear()  # entries of files that changed since; rebuilt on demand
+    states = []
+    for source in files:
+        relative = relative_to(source.path, root)
+        identity = source.identity()
+        if (source.path, identity) not in layouts:
+            layouts[(source.path, identity)] = read_layout(source)
+        layout = layouts[(source.path, identity)]
+        entry = sidecar.files.get(relative) if sidecar is not None else None
+        status = NOT_INDEXED if entry is None else INDEXED
+        if entry is not None:
+            rows = [int(r) for r in layout.rows]
+            covers = (
+                entry.granule_rows == rows
+                if sidecar.granule == ROW_GROUP
+                else sum(entry.granule_rows) == sum(rows)
+            )
+            if not covers or entry.format != source.format or entry.identity != identity:
+                entry, status = None, CHANGED
+        states.append(FileState(source, relative, layout, entry, status))
+    return states
+
+
+def granules_to_units(granule_rows, granule_keep, unit_rows):
+    """Map kept granules (fixed-row granules) onto the row groups they overlap.
+
+    Args:
+        granule_rows: Rows of each granule, in file order.
+        granule_keep: Bool per granule.
+        unit_rows: Rows of each row group.
+
+    Returns:
+        Bool per row group: True when it overlaps a kept granule.
+
+    Example:
+        >>> granules_to_units([4, 4, 2], [False, True, False], [5, 5]).tolist()
+        [True, True]
+    """
+    import numpy as np
+
+    granule_rows = np.asarray(granule_rows, np.int64)
+    unit_rows = np.asarray(unit_rows, np.int64)
+    granule_end = np.cumsum(granule_rows)
+    granule_start = granule_end - granule_rows
+    unit_end = np.cumsum(unit_rows)
+    unit_start = unit_end - unit_rows
+    kept = np.flatnonzero(np.asarray(granule_keep, bool) & (granule_rows > 0))
+    first = np.searchsorted(unit_end, granule_start[kept], side="right")
+    last = np.searchsorted(unit_start, granule_end[kept], side="left")
+    coverage = np.zeros(len(unit_rows) + 1, np.int64)
+    np.add.at(coverage, first, 1)
+    np.add.at(coverage, last, -1)
+    return np.cumsum(coverage[:-1]) > 0
+
+
+def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_cache: dict):
+    """Evaluate every sidecar index against ``where`` and combine the decisions.
+
+    Args:
+        where: The ClickHouse WHERE expression.
+        states: From :func:`file_states`.
+        sidecar: The sidecar (None: keep everything).
+        engine_cache: Reused across calls: decoded ``SkipIndex`` objects keyed by index and the
+            set of valid files.
+
+    Returns:
+        A :class:`PruneResult` (without warnings; the caller adds those).
+    """
+    import numpy as np
+
+    from bloomskip.dataset.build import ROW_GROUP
+
+    keep = [np.ones(len(state.layout.rows), bool) for state in states]
+    indexed = [i for i, state in enumerate(states) if state.entry is not None]
+    outcomes = []
+    for number, spec in enumerate(sidecar.indexes if sidecar is not None else []):
+        outcome = IndexOutcome(spec.definition, useful=False)
+        outcome.keep = [np.ones(len(state.layout.rows), bool) for state in states]
+        outcomes.append(outcome)
+        if not indexed:
+            outcome.note = "no file is indexed"
+            continue
+        try:
+            index, condition = _engine_objects(number, spec, where, states, indexed, engine_cache)
+            if not condition.useful:
+                outcome.note = "no part of the WHERE can use this index"
+                continue
+            may_match = np.asarray(condition.may_match(index), bool)
+        except ValueError as exc:
+            # The index cannot evaluate this predicate: keeping every granule is always correct.
+            outcome.note = f"not used: {exc}"
+            continue
+        outcome.useful = True
+        position = 0
+        for i in indexed:
+            state = states[i]
+            rows = np.asarray(state.entry.granule_rows, np.int64)
+            file_keep = np.zeros(len(rows), bool)
+            nonempty = np.flatnonzero(rows > 0)
+            file_keep[nonempty] = may_match[position : position + len(nonempty)]
+            position += len(nonempty)
+            outcome.granules += len(rows)
+            outcome.granules_skipped += int((~file_keep).sum())
+            outcome.rows_skipped += int(rows[~file_keep].sum())
+            if sidecar.granule == ROW_GROUP:
+                unit_keep = file_keep
+            else:
+                unit_keep = granules_to_units(rows, file_keep, state.layout.rows)
+            outcome.keep[i] = unit_keep
+            keep[i] &= unit_keep
+    return PruneResult(states, keep, outcomes, [])
+
+
+def _engine_objects(number, spec, where, states, indexed, cache):
+    import numpy as np
+
+    from bloomskip.clickhouse.condition import compile_condition
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.clickhouse.index import SkipIndex
+
+    column_types = dict(spec.column_types)
+    key = (
+        number,
+        spec,
+        tuple((states[i].relative_path, states[i].entry.identity) for i in indexed),
+    )
+    if key not in cache:
+        definition = parse_index_definition(spec.definition)
+        payload = b"".join(states[i].entry.payloads[number] for i in indexed)
+        rows = np.concatenate([np.asarray(states[i].entry.granule_rows, np.int64) for i in indexed])
+        rows = rows[rows > 0]
+        index = _CachedFilters(SkipIndex.from_bytes(definition, payload, rows, column_types))
+        if len(cache) > 64:
+            # Old keys belong to superseded sidecars or file sets; drop them all.
+            cache.clear()
+        cache[key] = (definition, index)
+    definition, index = cache[key]
+    return index, compile_condition(where, definition, column_types)
+
+
+class _CachedFilters:
+    """A SkipIndex whose ``column_filters`` are computed once.
+
+    ``IndexCondition.may_match`` accepts anything with ``index_granule_count`` and
+    ``column_filters(c)``. ``SkipIndex.column_filters`` regathers every filter byte on each call;
+    a dataset answers many queries from the same index, so the gathered filters are kept.
+    """
+
+    def __init__(self, index) -> None:
+        self.index = index
+        self.index_granule_count = index.index_granule_count
+        self._filters: dict[int, tuple] = {}
+
+    def column_filters(self, c: int) -> tuple:
+        if c not in self._filters:
+            self._filters[c] = self.index.column_filters(c)
+        return self._filters[c]
+
+    def __getattr__(self, name: str):
+        return getattr(self.index, name)

@@ -1,0 +1,294 @@
+"""``bloomskip tsfile …``: inspect, lookup, find, verify and repair .tsfile Bloom filters.
+
+This module only declares the parsers; each handler imports the machinery it needs, so that
+``bloomskip --help`` stays fast.
+
+Example:
+    $ bloomskip tsfile inspect data.tsfile --json
+    $ bloomskip tsfile lookup data.tsfile root.sg.d1.s1 'root.sg.设备.温度'
+    $ bloomskip tsfile find root.sg.d1.s1 archive/
+    $ bloomskip tsfile verify archive/ && echo "no reader misses a series"
+    $ bloomskip tsfile repair data.tsfile --variant both
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+_VARIANTS = ("both", "signed-tail", "unsigned-tail")
+_DEFAULT_ERROR_RATE = 0.05
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``tsfile`` command group and its sub-commands.
+
+    Args:
+        subparsers: The top-level ``bloomskip`` sub-parser collection.
+
+    Example:
+        >>> parser = argparse.ArgumentParser(prog="bloomskip")
+        >>> register(parser.add_subparsers())
+        >>> parser.parse_args(["tsfile", "lookup", "f.tsfile", "root.a.s1"]).paths
+        ['root.a.s1']
+    """
+    group = subparsers.add_parser(
+        "tsfile", help="Apache TsFile Bloom filters: inspect, lookup, find, verify, repair"
+    )
+    commands = group.add_subparsers(dest="tsfile_command", metavar="COMMAND", required=True)
+
+    inspect = commands.add_parser(
+        "inspect", help="format version, series count, the filter's parameters and hash variant"
+    )
+    inspect.add_argument("file", help="a .tsfile")
+    _add_common(inspect, json_flag=True, charset=True)
+    inspect.add_argument(
+        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
+        help="the writer's target false-positive rate (default 0.05)",
+    )  # fmt: skip
+    inspect.set_defaults(func=_inspect)
+
+    lookup = commands.add_parser(
+        "lookup",
+        help="exact series lookups: the filter first, the metadata index second",
+        description="Exit status 0 when every path is present, 1 otherwise.",
+    )
+    lookup.add_argument("file", help="a .tsfile")
+    lookup.add_argument("paths", nargs="+", metavar="PATH", help="series path, e.g. root.sg.d1.s1")
+    _add_common(lookup, json_flag=True, charset=True, variant=True)
+    lookup.set_defaults(func=_lookup)
+
+    find = commands.add_parser(
+        "find",
+        help="which files hold a series (files the filter rules out cost no index read)",
+        description="Prints the files holding the series. Exit status 0 when at least one does, "
+        "1 when none does, 2 when a file could not be read.",
+    )
+    find.add_argument("path", metavar="PATH", help="series path")
+    find.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
+    _add_common(find, json_flag=True, charset=True, variant=True)
+    find.set_defaults(func=_find)
+
+    verify = commands.add_parser(
+        "verify",
+        help="per file: hash variant, saturation, and series each kind of reader misses",
+        description="Exit status 1 when a file has false negatives for Java (signed-tail) or "
+        "C++ / PyPI tsfile (unsigned-tail) readers, or is corrupt.",
+    )
+    verify.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
+    _add_common(verify, json_flag=True, charset=True)
+    verify.add_argument(
+        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
+        help="the writer's target false-positive rate (default 0.05)",
+    )  # fmt: skip
+    verify.add_argument(
+        "--limit", type=int, default=10, help="series listed per reader kind in text output"
+    )
+    verify.set_defaults(func=_verify)
+
+    repair = commands.add_parser(
+        "repair", help="rewrite only the Bloom filter, atomically, from the file's own series"
+    )
+    repair.add_argument("file", help="a .tsfile (rewritten in place)")
+    repair.add_argument(
+        "--variant", choices=_VARIANTS, default="both",
+        help="both: Java and C++ readers find every series (default); signed-tail: the spec; "
+        "unsigned-tail: the C++ library",
+    )  # fmt: skip
+    repair.add_argument(
+        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
+        help="target false-positive rate of the writer sizing (default 0.05)",
+    )  # fmt: skip
+    _add_common(repair, json_flag=True, charset=True)
+    repair.set_defaults(func=_repair)
+
+
+def _add_common(
+    parser: argparse.ArgumentParser,
+    *,
+    json_flag: bool = False,
+    charset: bool = False,
+    variant: bool = False,
+) -> None:
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print JSON")
+    if charset:
+        parser.add_argument(
+            "--charset", default="utf-8", help="charset of the writers' path bytes (default utf-8)"
+        )
+    if variant:
+        parser.add_argument(
+            "--variant", choices=_VARIANTS, default="both",
+            help="hash variant(s) to trust the filter under; 'both' (default) never rejects a "
+            "series any writer could have indexed",
+        )  # fmt: skip
+
+
+def _print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _progress(items: list, description: str) -> Iterable:
+    """Wrap ``items`` in a tqdm bar when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=description, unit="file", file=sys.stderr)
+
+
+def _expand(locations: list[str]) -> list:
+    from bloomskip.errors import BloomskipError
+    from bloomskip.tsfile.find import iter_tsfiles
+
+    try:
+        return list(iter_tsfiles(locations))
+    except FileNotFoundError as exc:
+        raise BloomskipError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------- handlers
+def _inspect(args: argparse.Namespace) -> int:
+    from bloomskip.tsfile.analysis import analyze_filter
+    from bloomskip.tsfile.reader import TsFileReader
+
+    with TsFileReader(args.file, charset=args.charset) as reader:
+        analysis = analyze_filter(reader, args.error_rate)
+        report = {
+            "file": args.file,
+            "format_version": reader.version,
+            "series_count": analysis.series_count,
+            "tables": sorted(reader.metadata.table_roots),
+            "table_schemas": sorted(reader.metadata.table_schemas),
+            "has_filter": analysis.has_filter,
+            "byte_length": analysis.byte_length,
+            "bit_count": analysis.bit_count,
+            "hash_function_count": analysis.hash_function_count,
+            "bits_set": analysis.bits_set,
+            "fill_ratio": analysis.fill_ratio,
+            "estimated_fpr": analysis.effective_fpr,
+            "estimated_items": analysis.to_dict()["estimated_items"],
+            "hash_variant": analysis.hash_variant,
+            "exact_match": analysis.exact_match,
+        }
+    if args.json:
+        _print_json(report)
+    else:
+        width = max(len(key) for key in report)
+        for key, value in report.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _lookup(args: argparse.Namespace) -> int:
+    from bloomskip.tsfile.reader import TsFileReader
+
+    with TsFileReader(args.file, variant=args.variant, charset=args.charset) as reader:
+        results = [reader.lookup(path) for path in args.paths]
+    rows = [{"path": r.path, "bloom": r.bloom, "present": r.present} for r in results]
+    if args.json:
+        _print_json(rows)
+    else:
+        for row in rows:
+            print(f"{row['path']}\tbloom={row['bloom']}\tpresent={str(row['present']).lower()}")
+    return 0 if all(row["present"] for row in rows) else 1
+
+
+def _find(args: argparse.Namespace) -> int:
+    from bloomskip.tsfile.find import find_series
+
+    files = _expand(args.locations)
+    hits: list[str] = []
+    errors: list[dict[str, str]] = []
+    skipped = 0
+    for result in find_series(
+        args.path, _progress(files, "find"), variant=args.variant, charset=args.charset
+    ):
+        if result.error is not None:
+            errors.append({"file": result.file, "error": result.error})
+            print(f"bloomskip: {result.error}", file=sys.stderr)
+        elif result.bloom == "absent":
+            skipped += 1
+        elif result.present:
+            hits.append(result.file)
+            if not args.json:
+                print(result.file, flush=True)
+    if args.json:
+        _print_json(
+            {
+                "path": args.path,
+                "files": hits,
+                "files_scanned": len(files),
+                "skipped_by_filter": skipped,
+                "index_lookups": len(files) - skipped - len(errors),
+                "errors": errors,
+            }
+        )
+    if errors:
+        return 2
+    return 0 if hits else 1
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from bloomskip.errors import FormatError
+    from bloomskip.tsfile.analysis import READER_NAMES, analyze_filter
+    from bloomskip.tsfile.reader import TsFileReader
+
+    files = _expand(args.locations)
+    reports: list[dict[str, Any]] = []
+    failed = False
+    for file in _progress(files, "verify"):
+        try:
+            with TsFileReader(file, charset=args.charset) as reader:
+                analysis = analyze_filter(reader, args.error_rate)
+        except (FormatError, OSError) as exc:
+            failed = True
+            reports.append({"file": str(file), "error": str(exc)})
+            if not args.json:
+                print(f"{file}: CORRUPT: {exc}")
+            continue
+        failed |= analysis.false_negatives
+        reports.append(analysis.to_dict())
+        if not args.json:
+            _print_verify_text(analysis, READER_NAMES, args.limit)
+    if args.json:
+        _print_json(reports)
+    return 1 if failed else 0
+
+
+def _print_verify_text(analysis: Any, reader_names: dict[str, str], limit: int) -> None:
+    if not analysis.has_filter:
+        print(f"{analysis.file}: OK: no Bloom filter ({analysis.series_count} series)")
+        return
+    status = "FALSE NEGATIVES" if analysis.false_negatives else "OK"
+    print(
+        f"{analysis.file}: {status}: variant={analysis.hash_variant} "
+        f"series={analysis.series_count} bits={analysis.bit_count} k={analysis.hash_function_count}"
+        f" fill={analysis.fill_ratio:.3f} effective_fpr={analysis.effective_fpr:.4f}"
+        f" (target {analysis.target_fpr:g}{', SATURATED' if analysis.saturated else ''})"
+    )
+    for kind, missed in analysis.rejected.items():
+        if missed:
+            shown = ", ".join(missed[:limit]) + (" …" if len(missed) > limit else "")
+            print(f"  {kind} readers ({reader_names[kind]}) miss {len(missed)} series: {shown}")
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from bloomskip.tsfile.repair import repair_filter
+
+    result = repair_filter(
+        args.file, variant=args.variant, error_rate=args.error_rate, charset=args.charset
+    )
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(
+            f"{result.file}: new {result.variant} filter for {result.series_count} series: "
+            f"{result.bit_count} bits, k={result.hash_function_count}, "
+            f"{result.new_filter_bytes} bytes (was {result.old_filter_bytes})"
+        )
+    return 0

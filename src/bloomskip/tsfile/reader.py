@@ -1,0 +1,890 @@
+"""Reading .tsfile files: the tail, TsFileMetadata, the metadata index and exact lookups.
+
+Layout (format v4; v3 noted where it differs)::
+
+    "TsFile" | version u8 | chunk groups ... | 0x02 at metaOffset | TimeseriesMetadata and
+    index nodes ... | TsFileMetadata | i32 metadataSize | "TsFile"
+
+    TsFileMetadata v4 := uvarint tableCount, {varstr table, MetadataIndexNode root}*,
+                         uvarint schemaCount, {varstr table, TableSchema}*, i64 metaOffset,
+                         BloomFilter, varint propertyCount, {varstr key, varstr value}*
+    TsFileMetadata v3 := MetadataIndexNode root (device keys are plain strings), i64 metaOffset,
+                         BloomFilter (bit_count and k always present)
+
+The reader seeks to the tail, reads TsFileMetadata, and reads index nodes only along the path of a
+lookup, so that a lookup in a multi-gigabyte file touches a few kilobytes. Every length and offset
+read from the file is checked against the bytes that back it before it is used; a violation is a
+:class:`~bloomskip.errors.FormatError` naming the field and the offset.
+
+Example:
+    >>> with TsFileReader("data.tsfile") as reader:  # doctest: +SKIP
+    ...     reader.lookup("root.sg.d1.s1")
+    LookupResult(path='root.sg.d1.s1', bloom='maybe', present=True)
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Literal
+
+from bloomskip.errors import FormatError
+from bloomskip.tsfile.codec import ByteCursor, TruncatedError
+from bloomskip.tsfile.filter import BloomFilter, PathProbe, decode_filter
+from bloomskip.tsfile.hash import HashVariant
+from bloomskip.tsfile.paths import (
+    DEFAULT_CHARSET,
+    NULL_SEGMENT_TEXT,
+    DeviceSegments,
+    device_path,
+    split_tree_device,
+)
+
+MAGIC = b"TsFile"
+HEAD_SIZE = len(MAGIC) + 1
+#: i32 metadataSize + magic.
+TAIL_SIZE = 4 + len(MAGIC)
+SUPPORTED_VERSIONS = (3, 4)
+#: How much of the end of a file the first read fetches; TsFileMetadata usually fits.
+DEFAULT_TAIL_READ = 16 * 1024
+#: First read size of an index node (a node of 256 entries is a few kilobytes).
+NODE_READ_SIZE = 4096
+#: Index nodes nest a few levels deep; anything deeper is a corrupt (cyclic) index.
+MAX_INDEX_DEPTH = 64
+#: Beyond this many ways of splitting a path string into (device, measurement), a lookup lists
+#: the series instead of walking the index once per interpretation.
+MAX_PATH_INTERPRETATIONS = 256
+#: Column category of a TAG column in a table schema.
+TAG_CATEGORY = 0
+
+#: Bytes of the type-specific part of Statistics, by TSDataType code; None: variable length.
+_STATISTICS_SIZES: dict[int, int | None] = {
+    0: 10,  # BOOLEAN: first, last (1 byte each), sum (i64)
+    1: 24,  # INT32: min, max, first, last (i32), sum (i64)
+    2: 40,  # INT64: min, max, first, last (i64), sum (double)
+    3: 24,  # FLOAT: min, max, first, last (f32), sum (double)
+    4: 40,  # DOUBLE
+    5: None,  # TEXT: first, last (i32-length strings)
+    6: 0,  # VECTOR (aligned time column): time statistics only
+    8: 40,  # TIMESTAMP, as INT64
+    9: 24,  # DATE, as INT32
+    10: 0,  # BLOB
+    11: None,  # STRING: min, max, first, last (i32-length strings)
+}
+_VARIABLE_STATISTICS_STRINGS = {5: 2, 11: 4}
+
+
+class NodeType(IntEnum):
+    """MetadataIndexNode types."""
+
+    INTERNAL_DEVICE = 0
+    LEAF_DEVICE = 1
+    INTERNAL_MEASUREMENT = 2
+    LEAF_MEASUREMENT = 3
+
+
+_DEVICE_LEVEL = (NodeType.INTERNAL_DEVICE, NodeType.LEAF_DEVICE)
+_MEASUREMENT_LEVEL = (NodeType.INTERNAL_MEASUREMENT, NodeType.LEAF_MEASUREMENT)
+
+
+@dataclass(frozen=True)
+class IndexNode:
+    """A MetadataIndexNode: keys with child offsets, the end of the last child, and a type.
+
+    Child ``i`` spans ``[offsets[i], offsets[i + 1])``, the last one ``[offsets[-1], end_offset)``.
+    Device-level keys are segment tuples, measurement-level keys are names.
+    """
+
+    keys: tuple[DeviceSegments, ...] | tuple[str, ...]
+    offsets: tuple[int, ...]
+    end_offset: int
+    node_type: NodeType
+    position: int
+
+    def child_span(self, index: int) -> tuple[int, int]:
+        """Return the ``[start, end)`` file span of child ``index``."""
+        end = self.offsets[index + 1] if index + 1 < len(self.offsets) else self.end_offset
+        return self.offsets[index], end
+
+
+@dataclass(frozen=True)
+class ColumnSchema:
+    """One column of a table schema stored in TsFileMetadata."""
+
+    name: str
+    data_type: int
+    encoding: int
+    compressor: int
+    category: int
+    properties: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A table-model schema stored in TsFileMetadata."""
+
+    name: str
+    columns: tuple[ColumnSchema, ...]
+
+    @property
+    def tag_count(self) -> int:
+        """Number of TAG columns (the device ID holds one segment per tag after the table)."""
+        return sum(1 for column in self.columns if column.category == TAG_CATEGORY)
+
+
+@dataclass(frozen=True)
+class TsFileMetadata:
+    """The parsed TsFileMetadata and where its parts sit in the file."""
+
+    version: int
+    start: int
+    end: int
+    table_roots: Mapping[str, IndexNode]
+    table_schemas: dict[str, TableSchema]
+    meta_offset: int
+    bloom_filter: BloomFilter | None
+    filter_start: int
+    filter_end: int
+    properties: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One indexed series: its DeviceID segments, measurement and TSDataType code."""
+
+    device: DeviceSegments
+    measurement: str
+    data_type: int
+
+    @property
+    def path(self) -> str:
+        """The filter input text of this series."""
+        return f"{device_path(self.device)}.{self.measurement}"
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Answer to an exact lookup: the filter's verdict and whether the index holds the series."""
+
+    path: str
+    bloom: Literal["absent", "maybe"]
+    present: bool
+
+
+class _LazyRoots(Mapping[str, IndexNode]):
+    """The table map of TsFileMetadata: table name -> root node, each parsed on first access."""
+
+    def __init__(self, positions: dict[str, int], parse: Callable[[int], IndexNode]) -> None:
+        self._positions = positions
+        self._parse = parse
+        self._nodes: dict[str, IndexNode] = {}
+
+    def __getitem__(self, name: str) -> IndexNode:
+        node = self._nodes.get(name)
+        if node is None:
+            node = self._parse(self._positions[name])
+            self._nodes[name] = node
+        return node
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._positions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+
+class _TooManyInterpretations(Exception):
+    """A path string splits into too many (device, measurement) candidates to try one by one."""
+
+
+class TsFileReader:
+    """Reads the metadata of one TsFile and answers exact series lookups.
+
+    Args:
+        file: Path of the .tsfile.
+        variant: Hash variant(s) the filter is tested with. ``both`` (default) answers "absent"
+            only when every variant rules the path out, since a file does not record which one
+            its writer used.
+        charset: Charset of the writer's path bytes.
+        tail_read_size: Bytes read from the end of the file at open.
+
+    Raises:
+        FormatError: The file is not a well-formed TsFile (v3 or v4).
+        OSError: The file cannot be opened or read.
+
+    Example:
+        >>> with TsFileReader("data.tsfile") as reader:  # doctest: +SKIP
+        ...     [series.path for series in reader.series()][:2]
+        ['root.sg.d1.s1', 'root.sg.d1.s2']
+    """
+
+    def __init__(
+        self,
+        file: str | os.PathLike[str],
+        *,
+        variant: HashVariant = "both",
+        charset: str = DEFAULT_CHARSET,
+        tail_read_size: int = DEFAULT_TAIL_READ,
+    ) -> None:
+        self.path = os.fspath(file)
+        self.variant: HashVariant = variant
+        self.charset = charset
+        self.bytes_read = 0
+        self._node_cache: dict[tuple[int, int, bool], IndexNode] = {}
+        self._series: list[Series] | None = None
+        self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.version, self.metadata = self._read_metadata(tail_read_size)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    # ------------------------------------------------------------------ life cycle
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def fileno(self) -> int:
+        """The open file descriptor (valid until :meth:`close`)."""
+        return self._fd
+
+    def __enter__(self) -> TsFileReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ raw access
+    def _error(self, message: str, field_name: str, offset: int) -> FormatError:
+        return FormatError(message, field=field_name, offset=offset, source=self.path)
+
+    def read_bytes(self, offset: int, length: int, field_name: str) -> bytes:
+        """Read exactly ``length`` bytes at ``offset``.
+
+        Raises:
+            FormatError: The range is not inside the file.
+        """
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise self._error(
+                f"range [{offset}, {offset + length}) is outside the file of {self.size} bytes",
+                field_name,
+                offset,
+            )
+        data = os.pread(self._fd, length, offset)
+        self.bytes_read += len(data)
+        if len(data) != length:
+            raise self._error(
+                f"read {len(data)} of {length} bytes: the file shrank while being read",
+                field_name,
+                offset,
+            )
+        return data
+
+    # ------------------------------------------------------------------ TsFileMetadata
+    def _read_metadata(self, tail_read_size: int) -> tuple[int, TsFileMetadata]:
+        if self.size < HEAD_SIZE + TAIL_SIZE:
+            raise self._error(
+                f"file of {self.size} bytes is shorter than the head and tail "
+                f"({HEAD_SIZE + TAIL_SIZE} bytes)",
+                "file size",
+                0,
+            )
+        tail_length = min(self.size, max(tail_read_size, TAIL_SIZE))
+        tail_start = self.size - tail_length
+        tail = self.read_bytes(tail_start, tail_length, "tail")
+        head = tail[:HEAD_SIZE] if tail_start == 0 else self.read_bytes(0, HEAD_SIZE, "head")
+        if head[: len(MAGIC)] != MAGIC:
+            raise self._error(f"head magic is {head[: len(MAGIC)]!r}, not {MAGIC!r}", "magic", 0)
+        version = head[len(MAGIC)]
+        if version not in SUPPORTED_VERSIONS:
+            raise self._error(f"unsupported format version {version}", "version", len(MAGIC))
+        if tail[-len(MAGIC) :] != MAGIC:
+            raise self._error(
+                f"tail magic is {tail[-len(MAGIC) :]!r}, not {MAGIC!r}",
+                "tail magic",
+                self.size - len(MAGIC),
+            )
+        size_offset = self.size - TAIL_SIZE
+        metadata_size = ByteCursor(tail[-TAIL_SIZE:], size_offset, self.path).i32("metadata_size")
+        metadata_end = size_offset
+        metadata_start = metadata_end - metadata_size
+        if metadata_size < 0 or metadata_start < HEAD_SIZE:
+            raise self._error(
+                f"metadata_size {metadata_size} does not fit between the head and the tail",
+                "metadata_size",
+                size_offset,
+            )
+        if metadata_start >= tail_start:
+            data = tail[metadata_start - tail_start : metadata_end - tail_start]
+        else:
+            data = self.read_bytes(metadata_start, metadata_size, "TsFileMetadata")
+        cursor = ByteCursor(data, metadata_start, self.path)
+        if version == 3:
+            return version, self._parse_metadata_v3(cursor, metadata_end)
+        return version, self._parse_metadata_v4(cursor, metadata_end)
+
+    def _parse_metadata_v4(self, cursor: ByteCursor, metadata_end: int) -> TsFileMetadata:
+        start = cursor.offset
+        root_positions: dict[str, int] = {}
+        for _ in range(_count(cursor, "table_count", 3)):
+            name_offset = cursor.offset
+            name = cursor.varstr("table_name")
+            if name is None:
+                raise cursor.error("table name is null", "table_name", name_offset)
+            root_positions[name] = self._skip_root(cursor, 4)
+        table_schemas: dict[str, TableSchema] = {}
+        for _ in range(_count(cursor, "table_schema_count", 2)):
+            schema = _parse_table_schema(cursor)
+            table_schemas[schema.name] = schema
+        meta_offset = self._parse_meta_offset(cursor, start)
+        table_roots = _LazyRoots(root_positions, self._root_parser(cursor, meta_offset, 4))
+        bloom_filter, filter_start, filter_end = None, cursor.offset, cursor.offset
+        properties: dict[str, str | None] = {}
+        # Java reads the filter and the properties only "if the buffer has remaining bytes".
+        if cursor.remaining:
+            bloom_filter = decode_filter(
+                cursor, version=4, variant=self.variant, charset=self.charset
+            )
+            filter_end = cursor.offset
+        if cursor.remaining:
+            for _ in range(_count(cursor, "property_count", 2, zigzag=True)):
+                key = cursor.varstr("property_key")
+                properties[key if key is not None else ""] = cursor.varstr("property_value")
+        if cursor.remaining:
+            raise cursor.error(
+                f"{cursor.remaining} unexpected bytes after the properties", "TsFileMetadata end"
+            )
+        return TsFileMetadata(
+            4,
+            start,
+            metadata_end,
+            table_roots,
+            table_schemas,
+            meta_offset,
+            bloom_filter,
+            filter_start,
+            filter_end,
+            properties,
+        )
+
+    def _parse_metadata_v3(self, cursor: ByteCursor, metadata_end: int) -> TsFileMetadata:
+        start = cursor.offset
+        root_positions = {"": self._skip_root(cursor, 3)}
+        meta_offset = self._parse_meta_offset(cursor, start)
+        table_roots = _LazyRoots(root_positions, self._root_parser(cursor, meta_offset, 3))
+        filter_start = cursor.offset
+        bloom_filter = decode_filter(cursor, version=3, variant=self.variant, charset=self.charset)
+        filter_end = cursor.offset
+        if cursor.remaining:
+            raise cursor.error(
+                f"{cursor.remaining} unexpected bytes after the Bloom filter", "TsFileMetadata end"
+            )
+        # v3 has no table map; the Java reader files every device under the empty table name.
+        return TsFileMetadata(
+            3, start, metadata_end, table_roots, {}, meta_offset, bloom_filter, filter_start,
+            filter_end, {},
+        )  # fmt: skip
+
+    def _skip_root(self, cursor: ByteCursor, version: int) -> int:
+        """Step over a table's root node, returning its position in the cursor's buffer.
+
+        Opening a file to test its filter needs only the extent of the root nodes; they are
+        parsed (and validated) on first use, see :class:`_LazyRoots`.
+        """
+        position = cursor.pos
+        end = _skip_node(cursor.data, position, version >= 4)
+        if end is None:
+            # Unusual (long keys) or corrupt: parse it properly, which raises if it is corrupt.
+            self._parse_node(cursor, True, HEAD_SIZE, cursor.base + len(cursor.data), version)
+        else:
+            cursor.pos = end
+        return position
+
+    def _root_parser(
+        self, cursor: ByteCursor, meta_offset: int, version: int
+    ) -> Callable[[int], IndexNode]:
+        data, base, metadata_start = cursor.data, cursor.base, cursor.base
+
+        def parse(position: int) -> IndexNode:
+            root_cursor = ByteCursor(data, base, self.path)
+            root_cursor.pos = position
+            return self._parse_node(root_cursor, True, meta_offset, metadata_start, version)
+
+        return parse
+
+    def _parse_meta_offset(self, cursor: ByteCursor, metadata_start: int) -> int:
+        offset = cursor.offset
+        meta_offset = cursor.i64("meta_offset")
+        if not HEAD_SIZE <= meta_offset <= metadata_start:
+            raise cursor.error(
+                f"meta_offset {meta_offset} is not between the head and TsFileMetadata",
+                "meta_offset",
+                offset,
+            )
+        return meta_offset
+
+    # ------------------------------------------------------------------ index nodes
+    def _parse_node(
+        self, cursor: ByteCursor, device_level: bool, floor: int, limit: int, version: int
+    ) -> IndexNode:
+        """Parse a MetadataIndexNode whose children must lie in ``[floor, limit]``.
+
+        Writers serialize children before their parent, so ``limit`` is the parent's own
+        position: offsets that point forward are corrupt, and a descent always terminates.
+        """
+        position = cursor.offset
+        key_field = "index_node.device" if device_level else "index_node.measurement"
+        count = _count(cursor, "index_node.entry_count", 9)
+        keys: list[DeviceSegments] | list[str] = []
+        offsets: list[int] = []
+        fast = _fast_entries(cursor, count, device_level and version >= 4, device_level)
+        if fast is not None:
+            keys, offsets = fast
+            count = 0  # every entry was decoded by the fast path
+        for _ in range(count):
+            key_offset = cursor.offset
+            if device_level and version >= 4:
+                segment_count = _count(cursor, "index_node.segment_count", 1)
+                if segment_count == 0:
+                    raise cursor.error("device ID has no segments", key_field, key_offset)
+                key = tuple(cursor.varstr(key_field) for _ in range(segment_count))
+            else:
+                name = cursor.varstr(key_field)
+                if name is None:
+                    raise cursor.error("index key is null", key_field, key_offset)
+                key = (name,) if device_level else name
+            keys.append(key)  # type: ignore[arg-type]
+            offsets.append(cursor.i64("index_node.offset"))
+        end_offset = cursor.i64("index_node.end_offset")
+        type_offset = cursor.offset
+        type_code = cursor.u8("index_node.type")
+        expected = _DEVICE_LEVEL if device_level else _MEASUREMENT_LEVEL
+        if type_code not in expected:
+            raise cursor.error(
+                f"node type {type_code} where a {'device' if device_level else 'measurement'}"
+                "-level node is expected",
+                "index_node.type",
+                type_offset,
+            )
+        bounds = [*offsets, end_offset]
+        for index in range(len(bounds)):
+            low = bounds[index - 1] if index else floor
+            if not low <= bounds[index] <= limit or (index and bounds[index] == low):
+                raise cursor.error(
+                    f"child offset {bounds[index]} is out of order or outside "
+                    f"[{floor}, {limit}] (children precede their parent)",
+                    "index_node.offset" if index < len(offsets) else "index_node.end_offset",
+                    position,
+                )
+        return IndexNode(tuple(keys), tuple(offsets), end_offset, NodeType(type_code), position)
+
+    def _child(self, node: IndexNode, index: int, device_level: bool, depth: int) -> IndexNode:
+        """Read and parse child ``index`` of ``node`` (a node of the given level)."""
+        if depth > MAX_INDEX_DEPTH:
+            raise self._error(
+                f"index deeper than {MAX_INDEX_DEPTH} levels", "index_node", node.position
+            )
+        start, end = node.child_span(index)
+        cached = self._node_cache.get((start, end, device_level))
+        if cached is not None:
+            return cached
+        # A device entry's span runs up to the next device's measurement root, across all of the
+        # next device's TimeseriesMetadata; read a prefix and widen it only if the node is longer.
+        length = min(end - start, NODE_READ_SIZE)
+        while True:
+            cursor = ByteCursor(self.read_bytes(start, length, "index_node"), start, self.path)
+            try:
+                child = self._parse_node(
+                    cursor, device_level, self.metadata.meta_offset, start, self.version
+                )
+                break
+            except TruncatedError:
+                if length == end - start:
+                    raise
+                length = min(end - start, length * 8)
+        self._node_cache[(start, end, device_level)] = child
+        return child
+
+    def _timeseries_run(self, node: IndexNode, index: int) -> Iterator[tuple[str, int]]:
+        """Yield ``(measurement, data_type)`` of the TimeseriesMetadata run of a leaf entry."""
+        start, end = node.child_span(index)
+        data = self.read_bytes(start, end - start, "timeseries_metadata")
+        cursor = ByteCursor(data, start, self.path)
+        while cursor.remaining:
+            cursor.u8("timeseries_metadata.type")
+            name_offset = cursor.offset
+            name = cursor.varstr("timeseries_metadata.measurement")
+            if name is None:
+                raise cursor.error("measurement name is null", "measurement", name_offset)
+            type_offset = cursor.offset
+            data_type = cursor.u8("timeseries_metadata.data_type")
+            chunk_metadata_size = cursor.uvarint("timeseries_metadata.chunk_metadata_size")
+            _skip_statistics(cursor, data_type, type_offset)
+            cursor.skip(chunk_metadata_size, "timeseries_metadata.chunk_metadata")
+            yield name, data_type
+
+    # ------------------------------------------------------------------ listing
+    def series(self) -> list[Series]:
+        """Return every indexed series, in index order (walks the whole index once; cached).
+
+        Raises:
+            FormatError: The index is corrupt.
+        """
+        if self._series is None:
+            found: list[Series] = []
+            for root in self.metadata.table_roots.values():
+                self._collect_devices(root, found, 0)
+            self._series = found
+        return self._series
+
+    def series_paths(self) -> list[str]:
+        """Return the filter input text of every indexed series."""
+        return [series.path for series in self.series()]
+
+    def _collect_devices(self, node: IndexNode, found: list[Series], depth: int) -> None:
+        for index, key in enumerate(node.keys):
+            if node.node_type == NodeType.INTERNAL_DEVICE:
+                self._collect_devices(self._child(node, index, True, depth + 1), found, depth + 1)
+            else:
+                device: DeviceSegments = key  # type: ignore[assignment]
+                measurement_root = self._child(node, index, False, depth + 1)
+                self._collect_measurements(measurement_root, device, found, depth + 1)
+
+    def _collect_measurements(
+        self, node: IndexNode, device: DeviceSegments, found: list[Series], depth: int
+    ) -> None:
+        for index in range(len(node.keys)):
+            if node.node_type == NodeType.INTERNAL_MEASUREMENT:
+                child = self._child(node, index, False, depth + 1)
+                self._collect_measurements(child, device, found, depth + 1)
+            else:
+                for name, data_type in self._timeseries_run(node, index):
+                    found.append(Series(device, name, data_type))
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def bloom_filter(self) -> BloomFilter | None:
+        """The file's filter (queried with the reader's variant), or None if it has none."""
+        return self.metadata.bloom_filter
+
+    def filter_verdict(self, path: str | PathProbe) -> Literal["absent", "maybe"]:
+        """Return what the filter says about a path: "absent" only if it rules it out.
+
+        Args:
+            path: The path text, or a :class:`PathProbe` (which then sets the variants).
+        """
+        bloom_filter = self.metadata.bloom_filter
+        if bloom_filter is None:
+            return "maybe"
+        if isinstance(path, PathProbe):
+            return "maybe" if path.might_be_in(bloom_filter) else "absent"
+        return "maybe" if bloom_filter.might_contain(path) else "absent"
+
+    def lookup(self, path: str | PathProbe) -> LookupResult:
+        """Look a series path up: the filter first, the index only if the filter passes.
+
+        Args:
+            path: The series path text, e.g. ``root.sg.d1.s1`` or ``t1.bj.设备.温度``, or a
+                :class:`PathProbe` of one (to look the same path up in many files).
+
+        Returns:
+            The filter's verdict and whether the index holds the series.
+
+        Raises:
+            FormatError: The part of the index on the lookup's way is corrupt.
+        """
+        text = str(path.path) if isinstance(path, PathProbe) else path
+        if self.filter_verdict(path) == "absent":
+            return LookupResult(text, "absent", False)
+        return LookupResult(text, "maybe", self.index_contains_path(text))
+
+    def lookup_series(self, device: Sequence[str | None], measurement: str) -> LookupResult:
+        """Look up a series given as DeviceID segments and a measurement."""
+        path = f"{device_path(device)}.{measurement}"
+        if self.filter_verdict(path) == "absent":
+            return LookupResult(path, "absent", False)
+        return LookupResult(path, "maybe", self.index_contains(tuple(device), measurement))
+
+    def index_contains_path(self, path: str) -> bool:
+        """Tell whether the index holds a series whose path text is ``path`` (no filter).
+
+        A path text can split into a device and a measurement in several ways (dots inside tags,
+        ``null`` for a null tag); each interpretation allowed by the file's tables is looked up.
+        """
+        try:
+            candidates = list(self._interpretations(path))
+        except _TooManyInterpretations:
+            return path in set(self.series_paths())
+        return any(self.index_contains(device, measurement) for device, measurement in candidates)
+
+    def index_contains(self, device: DeviceSegments, measurement: str) -> bool:
+        """Walk the metadata index for one series (no filter).
+
+        Raises:
+            FormatError: A node on the way is corrupt.
+        """
+        if not device:
+            return False
+        roots = self.metadata.table_roots
+        root = roots.get(device[0]) if device[0] is not None else None
+        if root is None:
+            root = roots.get("")
+        if root is None:
+            return False
+        return any(
+            self._measurement_found(self._child(leaf, index, False, depth), measurement, depth)
+            for leaf, index, depth in self._device_entries(root, device, 0)
+        )
+
+    def _device_entries(
+        self, node: IndexNode, device: DeviceSegments, depth: int
+    ) -> Iterator[tuple[IndexNode, int, int]]:
+        keys: Sequence[DeviceSegments] = node.keys  # type: ignore[assignment]
+        if node.node_type == NodeType.LEAF_DEVICE:
+            for index, key in enumerate(keys):
+                if key == device:
+                    yield node, index, depth + 1
+            return
+        for index in _floor_candidates(keys, device, _device_orders):
+            child = self._child(node, index, True, depth + 1)
+            yield from self._device_entries(child, device, depth + 1)
+
+    def _measurement_found(self, node: IndexNode, measurement: str, depth: int) -> bool:
+        keys: Sequence[str] = node.keys  # type: ignore[assignment]
+        for index in _floor_candidates(keys, measurement, _string_orders):
+            if node.node_type == NodeType.INTERNAL_MEASUREMENT:
+                child = self._child(node, index, False, depth + 1)
+                if self._measurement_found(child, measurement, depth + 1):
+                    return True
+            elif any(name == measurement for name, _ in self._timeseries_run(node, index)):
+                return True
+        return False
+
+    def _interpretations(self, path: str) -> Iterator[tuple[DeviceSegments, str]]:
+        count = 0
+        for table, _ in self.metadata.table_roots.items():
+            if table == "":
+                candidates = _tree_splits(path, "", lambda device: (device,))
+            elif not path.startswith(table + "."):
+                continue
+            elif table in self.metadata.table_schemas:
+                tags = self.metadata.table_schemas[table].tag_count
+                candidates = _table_splits(table, path[len(table) + 1 :], tags)
+            else:
+                candidates = _tree_splits(path, table, split_tree_device)
+            for candidate in candidates:
+                count += 1
+                if count > MAX_PATH_INTERPRETATIONS:
+                    raise _TooManyInterpretations
+                yield candidate
+
+
+def _count(cursor: ByteCursor, field_name: str, min_item_size: int, zigzag: bool = False) -> int:
+    """Read an element count and check that the remaining bytes can hold that many elements."""
+    offset = cursor.offset
+    count = cursor.varint(field_name) if zigzag else cursor.uvarint(field_name)
+    if count < 0:
+        raise cursor.error(f"negative count {count}", field_name, offset)
+    if count * min_item_size > cursor.remaining:
+        raise cursor.error(
+            f"count {count} cannot fit in the {cursor.remaining} bytes that remain",
+            field_name,
+            offset,
+        )
+    return count
+
+
+def _skip_node(data: bytes, pos: int, segmented: bool) -> int | None:
+    """Return the end of the device-level node at ``pos``, or None if it is unusual or cut short.
+
+    Only the lengths are read (nothing is decoded); :meth:`TsFileReader._parse_node` does the
+    validation when the node is used.
+    """
+    try:
+        count = data[pos]
+        if count >= 0x80:
+            return None
+        pos += 1
+        for _ in range(count):
+            segment_count = data[pos] if segmented else 1
+            if not 0 < segment_count < 0x80:
+                return None
+            pos += 1 if segmented else 0
+            for _ in range(segment_count):
+                header = data[pos]
+                if header >= 0x80 or (header & 1 and header != 1):
+                    return None
+                pos += 1 + (header >> 1)
+            pos += 8
+    except IndexError:
+        return None
+    pos += 9  # end offset and node type
+    return pos if pos <= len(data) else None
+
+
+def _fast_entries(
+    cursor: ByteCursor, count: int, segmented: bool, device_level: bool
+) -> tuple[list, list[int]] | None:
+    """Decode ``count`` index entries when every length fits in one varint byte.
+
+    Index nodes are read on every lookup, so the common case is decoded here with local
+    variables only. Anything unusual (long strings, bad UTF-8, truncation, zero segments) returns
+    None and leaves the cursor untouched; the careful per-field path then reports the problem.
+    """
+    data, pos = cursor.data, cursor.pos
+    keys: list = []
+    offsets: list[int] = []
+    try:
+        for _ in range(count):
+            if segmented:
+                segment_count = data[pos]
+                if not 0 < segment_count < 0x80:
+                    return None
+                pos += 1
+                segments: list[str | None] = []
+                for _ in range(segment_count):
+                    header = data[pos]
+                    pos += 1
+                    if header == 1:
+                        segments.append(None)
+                        continue
+                    if header >= 0x80 or header & 1:
+                        return None
+                    end = pos + (header >> 1)
+                    if end > len(data):
+                        return None
+                    segments.append(data[pos:end].decode("utf-8"))
+                    pos = end
+                key: object = tuple(segments)
+            else:
+                header = data[pos]
+                if header >= 0x80 or header & 1:
+                    return None
+                end = pos + 1 + (header >> 1)
+                if end > len(data):
+                    return None
+                name = data[pos + 1 : end].decode("utf-8")
+                pos = end
+                key = (name,) if device_level else name
+            if pos + 8 > len(data):
+                return None
+            offsets.append(int.from_bytes(data[pos : pos + 8], "big", signed=True))
+            pos += 8
+            keys.append(key)
+    except (IndexError, UnicodeDecodeError):
+        return None
+    cursor.pos = pos
+    return keys, offsets
+
+
+def _parse_table_schema(cursor: ByteCursor) -> TableSchema:
+    name_offset = cursor.offset
+    name = cursor.varstr("table_schema.name")
+    if name is None:
+        raise cursor.error("table name is null", "table_schema.name", name_offset)
+    columns = []
+    for _ in range(_count(cursor, "table_schema.column_count", 15)):
+        column_offset = cursor.offset
+        column_name = cursor.i32str("column.name")
+        if column_name is None:
+            raise cursor.error("column name is null", "column.name", column_offset)
+        data_type = cursor.u8("column.data_type")
+        encoding = cursor.u8("column.encoding")
+        compressor = cursor.u8("column.compressor")
+        property_offset = cursor.offset
+        property_count = cursor.i32("column.property_count")
+        if not 0 <= property_count <= cursor.remaining // 8:
+            raise cursor.error(
+                f"property count {property_count} is negative or cannot fit",
+                "column.property_count",
+                property_offset,
+            )
+        properties: dict[str, str | None] = {}
+        for _ in range(property_count):
+            key = cursor.i32str("column.property_key")
+            properties[key if key is not None else ""] = cursor.i32str("column.property_value")
+        category = cursor.i32("column.category")
+        columns.append(
+            ColumnSchema(column_name, data_type, encoding, compressor, category, properties)
+        )
+    return TableSchema(name, tuple(columns))
+
+
+def _skip_statistics(cursor: ByteCursor, data_type: int, type_offset: int) -> None:
+    if data_type not in _STATISTICS_SIZES:
+        raise cursor.error(
+            f"unknown data type {data_type}", "timeseries_metadata.data_type", type_offset
+        )
+    cursor.uvarint("statistics.count")
+    cursor.skip(16, "statistics.time_range")
+    size = _STATISTICS_SIZES[data_type]
+    if size is None:
+        for _ in range(_VARIABLE_STATISTICS_STRINGS[data_type]):
+            cursor.skip_i32_bytes("statistics.value")
+    else:
+        cursor.skip(size, "statistics.values")
+
+
+# Java orders strings by UTF-16 code units, C++ by bytes (= code points). They disagree only
+# around supplementary characters; a lookup descends into the child either order selects.
+def _utf16_key(text: str) -> bytes:
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def _segment_key(segment: str | None, text_key: Callable[[str], object]) -> tuple:
+    return (0,) if segment is None else (1, text_key(segment))
+
+
+_string_orders: tuple[Callable[[str], object], ...] = (_utf16_key, lambda text: text)
+_device_orders: tuple[Callable[[DeviceSegments], object], ...] = tuple(
+    (lambda device, order=order: tuple(_segment_key(segment, order) for segment in device))
+    for order in _string_orders
+)
+
+
+def _floor_candidates(keys: Sequence, target: object, orders: Sequence[Callable]) -> set[int]:
+    """Indices of the greatest key <= target under each order (index 0 when target < all)."""
+    chosen = set()
+    for order in orders:
+        ordered = [order(key) for key in keys]
+        chosen.add(max(bisect.bisect_right(ordered, order(target)) - 1, 0))
+    return chosen if keys else set()
+
+
+def _tree_splits(
+    path: str, table: str, to_segments: Callable[[str], DeviceSegments]
+) -> Iterator[tuple[DeviceSegments, str]]:
+    """(device, measurement) pairs of a tree-model path whose device belongs to ``table``."""
+    position = path.find(".", len(table))
+    while position >= 0:
+        device = to_segments(path[:position])
+        if not table or device[0] == table:
+            yield device, path[position + 1 :]
+        position = path.find(".", position + 1)
+
+
+def _table_splits(table: str, rest: str, tag_count: int) -> Iterator[tuple[DeviceSegments, str]]:
+    """(device, measurement) pairs of a table-model path text after ``table + "."``.
+
+    Tags may contain dots and the text ``null`` may be a null tag; a Java writer drops trailing
+    null tags, so a device may hold fewer tags than the schema.
+    """
+    parts = rest.split(".")
+    for tags_used in range(min(tag_count, len(parts) - 1), -1, -1):
+        for cuts in itertools.combinations(range(1, len(parts)), tags_used):
+            bounds = (0, *cuts)
+            groups = [".".join(parts[a:b]) for a, b in itertools.pairwise((*bounds, len(parts)))]
+            tags, measurement = groups[:-1], groups[-1]
+            choices = [(tag, None) if tag == NULL_SEGMENT_TEXT else (tag,) for tag in tags]
+            for chosen in itertools.product(*choices):
+                yield (table, *chosen), measurement

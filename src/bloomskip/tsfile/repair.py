@@ -1,0 +1,213 @@
+"""Rewriting only the Bloom filter of a .tsfile, atomically.
+
+The filter sits inside TsFileMetadata, after the table map, the table schemas and metaOffset and
+before the properties; the file ends with the i32 size of TsFileMetadata and the magic. Repair
+keeps every byte before the filter, swaps the filter, keeps the properties, and writes the new
+size. Everything before TsFileMetadata -- chunks and the metadata index nodes, which the table
+roots point into -- is copied unchanged, so every offset stays valid.
+
+The new file is written next to the old one, checked by reading it back, and moved over the old
+one with ``os.replace``: a crash at any point leaves the original intact.
+
+Example:
+    >>> result = repair_filter("cjk.tsfile")  # doctest: +SKIP
+    >>> result.variant, result.bit_count  # doctest: +SKIP
+    ('both', 256)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
+from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter
+from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
+from bloomskip.tsfile.filter import DEFAULT_ERROR_RATE, BloomFilter
+from bloomskip.tsfile.hash import HashVariant, signed_tail_flags
+from bloomskip.tsfile.paths import DEFAULT_CHARSET
+from bloomskip.tsfile.reader import MAGIC, TsFileReader
+
+_COPY_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What a repair wrote."""
+
+    file: str
+    variant: HashVariant
+    series_count: int
+    bit_count: int
+    hash_function_count: int
+    byte_length: int
+    old_filter_bytes: int
+    new_filter_bytes: int
+    size_before: int
+    size_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dictionary."""
+        return dict(self.__dict__)
+
+
+def repair_filter(
+    file: str | os.PathLike[str],
+    *,
+    variant: HashVariant = "both",
+    error_rate: float = DEFAULT_ERROR_RATE,
+    charset: str = DEFAULT_CHARSET,
+) -> RepairResult:
+    """Replace a file's Bloom filter by one rebuilt from its series, sized by the writer formula.
+
+    Args:
+        file: The .tsfile to repair in place.
+        variant: ``both`` (every path sets the bits of both tails, so Java and C++ readers both
+            find every series), ``signed-tail`` (the spec, Java) or ``unsigned-tail`` (C++).
+        error_rate: Target false-positive rate for the sizing (clamped to 0.01 .. 0.1).
+        charset: Charset of the path bytes.
+
+    Returns:
+        A summary of the new filter.
+
+    Raises:
+        FormatError: The file is corrupt (it is left untouched).
+        StaleSourceError: The file changed while it was being repaired (left untouched).
+        BloomskipError: The rewritten metadata would not fit the format.
+        OSError: The file or its directory cannot be read or written.
+    """
+    signed_tail_flags(variant)
+    path = os.fspath(file)
+    with TsFileReader(path, charset=charset) as reader:
+        metadata = reader.metadata
+        before = os.fstat(reader.fileno())
+        paths = reader.series_paths()
+        new_filter = BloomFilter.for_paths(paths, error_rate, variant=variant, charset=charset)
+        serialized = new_filter.to_bytes()
+        if reader.version == 3 and not new_filter.serialized_bits():
+            # v3 stores bit_count and k even after an empty bit vector.
+            serialized += encode_uvarint(new_filter.bit_count)
+            serialized += encode_uvarint(new_filter.hash_function_count)
+        head = reader.read_bytes(
+            metadata.start, metadata.filter_start - metadata.start, "TsFileMetadata"
+        )
+        properties = reader.read_bytes(
+            metadata.filter_end, metadata.end - metadata.filter_end, "properties"
+        )
+        new_metadata = head + serialized + properties
+        if len(new_metadata) > INT32_MAX:
+            raise BloomskipError("the rewritten TsFileMetadata would exceed 2**31 - 1 bytes")
+        tail = new_metadata + encode_i32(len(new_metadata)) + MAGIC
+        temporary = _write_temporary(path, reader.fileno(), metadata.start, tail, before)
+    try:
+        _check_rewritten(temporary, paths, variant, charset)
+        after = os.stat(path)
+        if (after.st_size, after.st_mtime_ns, after.st_ino) != (
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_ino,
+        ):
+            raise StaleSourceError(f"{path} changed while its filter was being rewritten")
+        os.replace(temporary, path)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    return RepairResult(
+        file=path,
+        variant=variant,
+        series_count=len(paths),
+        bit_count=new_filter.bit_count,
+        hash_function_count=new_filter.hash_function_count,
+        byte_length=new_filter.byte_length,
+        old_filter_bytes=metadata.filter_end - metadata.filter_start,
+        new_filter_bytes=len(serialized),
+        size_before=before.st_size,
+        size_after=metadata.start + len(tail),
+    )
+
+
+def _write_temporary(
+    path: str, source_fd: int, prefix_length: int, tail: bytes, source_stat: os.stat_result
+) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".repair"
+    )
+    try:
+        with os.fdopen(fd, "wb") as output:
+            _copy_range(source_fd, output.fileno(), prefix_length)
+            output.seek(prefix_length)
+            output.write(tail)
+            output.flush()
+            os.fchmod(output.fileno(), stat.S_IMODE(source_stat.st_mode))
+            os.fsync(output.fileno())
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+    return temporary
+
+
+def _copy_range(source_fd: int, target_fd: int, length: int) -> None:
+    """Copy the first ``length`` bytes of ``source_fd`` to the start of ``target_fd``."""
+    offset = 0
+    try:
+        while offset < length:
+            copied = os.copy_file_range(
+                source_fd, target_fd, min(_COPY_CHUNK, length - offset), offset, offset
+            )
+            if copied == 0:
+                raise FormatError(
+                    "file ended before TsFileMetadata while copying", field="data", offset=offset
+                )
+            offset += copied
+        return
+    except OSError as exc:
+        # Some file systems and kernels do not offer copy_file_range; copy through memory.
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    except AttributeError:
+        pass
+    while offset < length:
+        chunk = os.pread(source_fd, min(_COPY_CHUNK, length - offset), offset)
+        if not chunk:
+            raise FormatError(
+                "file ended before TsFileMetadata while copying", field="data", offset=offset
+            )
+        os.pwrite(target_fd, chunk, offset)
+        offset += len(chunk)
+
+
+def _check_rewritten(temporary: str, paths: list[str], variant: HashVariant, charset: str) -> None:
+    """Read the new file back: same series, and every intended reader finds all of them."""
+    with TsFileReader(temporary, charset=charset) as reader:
+        if reader.series_paths() != paths:
+            raise BloomskipError("the rewritten file lists different series; not replacing")
+        analysis = analyze_filter(reader)
+    for kind, signed_tail in READER_KINDS.items():
+        if signed_tail in signed_tail_flags(variant) and analysis.rejected[kind]:
+            raise BloomskipError(f"the rewritten filter still rejects series for {kind} readers")
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _fsync_directory(directory: str) -> None:
+    # Makes the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,104 @@
+"""``bloomskip index build``, ``bloomskip query`` and ``bloomskip demo`` through argparse."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from dataset_fixtures import INDEXES
+
+from bloomskip.dataset.cli import register
+from bloomskip.dataset.translate import UnsupportedPredicateError
+from bloomskip.errors import BloomskipError
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bloomskip")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture
+def data(tmp_path: Path, dataset_dir: Path) -> Path:
+    directory = tmp_path / "data"
+    shutil.copytree(dataset_dir, directory)
+    return directory
+
+
+def _build(data: Path) -> None:
+    argv = ["index", "build", str(data)]
+    for definition in INDEXES:
+        argv += ["--index", definition]
+    assert run(argv + ["--no-progress"]) == 0
+
+
+def test_build_then_refresh(data: Path, capsys) -> None:
+    _build(data)
+    first = capsys.readouterr().out
+    assert "_bloomskip.index: 3 files, 3 (re)indexed" in first
+    assert run(["index", "build", str(data)]) == 0
+    assert "3 files, 0 (re)indexed" in capsys.readouterr().out
+
+
+def test_query_formats(data: Path, capsys, tmp_path: Path) -> None:
+    _build(data)
+    capsys.readouterr()
+    where = "hasToken(s, '東京') AND k > 100"
+    base = ["query", str(data), "--where", where, "--select", "id, s"]
+    assert run(base + ["--format", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows and all("東京" in row["s"] and set(row) == {"id", "s"} for row in rows)
+    assert run(base + ["--format", "csv", "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "id,s" and len(lines) == 3
+    assert run(base + ["--format", "table"]) == 0
+    assert "東京" in capsys.readouterr().out
+    out = tmp_path / "result.parquet"
+    assert run(base + ["--format", "parquet", "--output", str(out)]) == 0
+    assert sorted(pq.read_table(out).column("id").to_pylist()) == sorted(r["id"] for r in rows)
+
+
+def test_explain_reports_each_index(data: Path, capsys) -> None:
+    _build(data)
+    capsys.readouterr()
+    assert run(["query", str(data), "--where", "k = 13 AND hasToken(s, 'x1')", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "index INDEX k_bf k TYPE bloom_filter(0.05) GRANULARITY 1" in out
+    assert "granules skipped:" in out and "bytes skipped:" in out
+    assert "no part of the WHERE can use this index" in out  # e.g. tags_bf
+    assert out.splitlines()[-1].startswith("read: ")
+
+
+def test_corrupt_sidecar_warns_and_scans(data: Path, capsys) -> None:
+    _build(data)
+    sidecar = data / "_bloomskip.index"
+    sidecar.write_bytes(sidecar.read_bytes()[:-5])
+    capsys.readouterr()
+    assert run(["query", str(data), "--where", "k = 13", "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    assert "index ignored, scanning every file" in captured.err
+    assert "_bloomskip.index" in captured.err
+    assert captured.out.startswith("id,k,s,d,tags,v")
+    assert captured.out.count("\n") > 1
+
+
+def test_user_errors(data: Path) -> None:
+    with pytest.raises(UnsupportedPredicateError):
+        run(["query", str(data), "--where", "lower(s) = 'x'"])
+    with pytest.raises(BloomskipError, match="no --index"):
+        run(["index", "build", str(data)])
+    with pytest.raises(BloomskipError, match="rejected"):
+        run(["query", str(data), "--where", "nope = 1"])
+    with pytest.raises(SystemExit):
+        run(["query", str(data)])  # --where is required
+
+
+def test_demo_command_small(tmp_path: Path, capsys) -> None:
+    assert run(["demo", str(tmp_path / "demo"), "--rows", "150000"]) == 0
+    out = capsys.readouterr().out
+    assert "token search" in out and "rows scanned" in out

@@ -1,0 +1,178 @@
+"""Index life cycle: incremental builds, changed sources, corrupt sidecars, SIGKILL mid-build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from dataset_fixtures import INDEXES, make_table, write_dataset
+
+from bloomskip.dataset import Dataset
+from bloomskip.dataset.sidecar import read_sidecar
+from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.errors import BloomskipError, FormatError
+
+WHERE = "hasToken(s, '東京') OR k = 1300"
+
+
+def _full_scan_ids(directory: Path, where: str) -> list[int]:
+    listing = ", ".join(f"'{p}'" for p in sorted(directory.glob("*.parquet")))
+    sql = f"SELECT id FROM read_parquet([{listing}]) WHERE {clickhouse_to_duckdb(where)}"
+    return sorted(row[0] for row in duckdb.sql(sql).fetchall())
+
+
+def _ids(dataset: Dataset, where: str) -> list[int]:
+    return sorted(dataset.query(where, ["id"]).column("id").to_pylist())
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, dataset_dir: Path) -> Path:
+    directory = tmp_path / "data"
+    shutil.copytree(dataset_dir, directory)
+    Dataset(directory).build_index(INDEXES, progress=False)
+    return directory
+
+
+def test_rebuild_reindexes_only_new_or_changed_files(fresh: Path) -> None:
+    dataset = Dataset(fresh)
+    assert dataset.build_index(INDEXES, progress=False).rebuilt == []
+    pq.write_table(make_table(800, 99, 10_000), fresh / "part-1.parquet", row_group_size=64)
+    pq.write_table(make_table(300, 98, 20_000), fresh / "part-9.parquet", row_group_size=64)
+    dataset = Dataset(fresh)
+    assert dataset.build_index(None, progress=False).rebuilt == ["part-1.parquet", "part-9.parquet"]
+    assert Dataset(fresh).build_index(None, progress=False).rebuilt == []
+    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
+
+
+def test_changed_definitions_rebuild_everything(fresh: Path) -> None:
+    report = Dataset(fresh).build_index(INDEXES[:2], progress=False)
+    assert len(report.rebuilt) == 3
+    assert len(read_sidecar(report.sidecar).indexes) == 2
+
+
+def test_changed_file_is_scanned_and_answered_correctly(fresh: Path) -> None:
+    # Rewrite part-0 with different rows: the old index must not be trusted for it.
+    pq.write_table(make_table(1500, 1234, 0), fresh / "part-0.parquet", row_group_size=97)
+    dataset = Dataset(fresh)
+    result = dataset.explain(WHERE)
+    assert any("part-0.parquet: changed" in w for w in result.warnings)
+    state = next(s for s in result.files if s.relative_path == "part-0.parquet")
+    assert state.entry is None
+    assert result.keep[result.files.index(state)].all()
+    assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
+
+
+def test_footer_change_with_same_size_and_mtime_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "one.parquet"
+    table = make_table(400, 5, 0).replace_schema_metadata({"tag": "QZXJ7"})
+    pq.write_table(table, path, row_group_size=100)
+    dataset = Dataset(path)
+    dataset.build_index(INDEXES[:1], progress=False)
+    stat = path.stat()
+    data = path.read_bytes()
+    assert data.count(b"QZXJ7") == 1
+    path.write_bytes(data.replace(b"QZXJ7", b"QZXJ8"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    result = Dataset(path).explain("k = 13")
+    assert result.files[0].status == "changed since indexing"
+    assert len(result.surviving()) == 4
+
+
+def test_missing_file_and_new_file(fresh: Path) -> None:
+    (fresh / "part-2.parquet").unlink()
+    pq.write_table(make_table(500, 77, 50_000), fresh / "part-7.parquet", row_group_size=100)
+    dataset = Dataset(fresh)
+    result = dataset.explain(WHERE)
+    assert any("part-7.parquet: not indexed" in w for w in result.warnings)
+    assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
+
+
+def test_corrupt_sidecar_falls_back_to_a_scan(fresh: Path) -> None:
+    sidecar = fresh / "_bloomskip.index"
+    data = bytearray(sidecar.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    sidecar.write_bytes(bytes(data))
+    dataset = Dataset(fresh)
+    with pytest.raises(FormatError, match="checksum"):
+        dataset.load_sidecar()
+    result = dataset.explain(WHERE)
+    assert any("checksum mismatch" in w for w in result.warnings)
+    assert all(keep.all() for keep in result.keep)
+    assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
+    # build replaces a corrupt sidecar
+    Dataset(fresh).build_index(INDEXES, progress=False)
+    assert len(read_sidecar(sidecar).files) == 3
+
+
+def test_no_sidecar_scans_and_refresh_without_definitions_fails(tmp_path: Path) -> None:
+    directory = tmp_path / "plain"
+    write_dataset(directory, [(300, 50)])
+    dataset = Dataset(directory)
+    assert dataset.explain("k = 1").warnings[0].startswith("no index at")
+    assert _ids(dataset, "k = 13") == _full_scan_ids(directory, "k = 13")
+    with pytest.raises(BloomskipError, match="no --index"):
+        dataset.build_index(None)
+
+
+def test_bad_definitions_are_user_errors(fresh: Path) -> None:
+    dataset = Dataset(fresh)
+    for definition, message in [
+        ("nope TYPE bloom_filter", "not a column"),
+        ("k TYPE tokenbf_v1(0, 1, 0)", "tokenbf"),
+        ("k TYPE bloom_filter GRANULARITY 2", "GRANULARITY"),
+        ("v TYPE tokenbf_v1(64, 2, 0)", "Float64"),
+    ]:
+        with pytest.raises(BloomskipError, match=message):
+            dataset.build_index([definition], progress=False)
+    with pytest.raises(BloomskipError, match="--granule"):
+        dataset.build_index(INDEXES, granule="0")
+
+
+KILL_SCRIPT = """
+import sys
+from bloomskip.dataset import Dataset
+Dataset(sys.argv[1]).build_index([sys.argv[2]], progress=False)
+"""
+
+
+def test_sigkill_during_build_leaves_old_index_or_none(tmp_path: Path) -> None:
+    directory = tmp_path / "big"
+    write_dataset(directory, [(20_000, 100)] * 2)
+    Dataset(directory).build_index(["k TYPE bloom_filter"], progress=False)
+    sidecar = directory / "_bloomskip.index"
+    old = read_sidecar(sidecar)
+    # 400 granules x 64 KiB: the new sidecar takes a while to write, so the kill lands mid-way.
+    outcomes = set()
+    killed_while_writing = False
+    for attempt, delay in enumerate((None, 0.0, 0.3, 0.8, None)):
+        # A different seed each time, so that every run has a new sidecar to write.
+        heavy = f"s TYPE tokenbf_v1(65536, 2, {attempt})"
+        process = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(directory), heavy])
+        if delay is None:  # kill as soon as the temporary file of the new sidecar appears
+            deadline = time.monotonic() + 60
+            while not list(directory.glob("._bloomskip.index.*")) and process.poll() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            killed_while_writing |= process.poll() is None
+        else:
+            time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        current = read_sidecar(sidecar)  # never corrupt: FormatError would fail the test
+        if current == old:
+            outcomes.add("old")
+        else:
+            assert current.indexes[0].definition.startswith("INDEX s s TYPE tokenbf_v1(65536")
+            outcomes.add("new")
+            old = current
+    assert "old" in outcomes, outcomes
+    assert killed_while_writing  # at least one kill landed while the new sidecar was written

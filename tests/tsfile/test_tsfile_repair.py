@@ -1,0 +1,159 @@
+"""repair: only the filter changes, atomically, and PyPI tsfile then reads every row back."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tsfile_corpus import CorpusFile, pypi_row_counts
+
+from bloomskip import FormatError
+from bloomskip.tsfile import (
+    TsFileReader,
+    analyze_filter,
+    hash32,
+    repair_filter,
+    series_path,
+    writer_sizing,
+)
+
+
+def _layout(path: Path) -> tuple[int, bytes, bytes]:
+    """(TsFileMetadata start, bytes before the filter in TsFileMetadata, properties bytes)."""
+    with TsFileReader(path) as reader:
+        metadata = reader.metadata
+        data = path.read_bytes()
+        return (
+            metadata.start,
+            data[metadata.start : metadata.filter_start],
+            data[metadata.filter_end : metadata.end],
+        )
+
+
+@pytest.mark.parametrize("name", ["tree_10_cjk", "tree_1000", "table_small", "table_10k"])
+def test_repair_both_keeps_everything_else(
+    corpus: dict[str, CorpusFile], copy_of: Callable[[str], Path], name: str
+) -> None:
+    original = corpus[name].path
+    target = copy_of(name)
+    result = repair_filter(target)
+    assert result.variant == "both"
+    start, head, properties = _layout(original)
+    new_start, new_head, new_properties = _layout(target)
+    assert new_start == start
+    assert target.read_bytes()[:start] == original.read_bytes()[:start]
+    assert (new_head, new_properties) == (head, properties)
+    assert target.read_bytes()[-6:] == b"TsFile"
+    with TsFileReader(target) as reader:
+        assert {(s.device, s.measurement) for s in reader.series()} == corpus[name].series
+        analysis = analyze_filter(reader)
+        stored = reader.bloom_filter
+    assert analysis.hash_variant == "both"
+    assert not analysis.false_negatives
+    # Sized by the writer formula, a path counted twice when its two variants hash differently.
+    paths = analysis_paths(corpus[name])
+    differing = sum(
+        hash32(p.encode(), 5) != hash32(p.encode(), 5, signed_tail=False) for p in paths
+    )
+    assert differing > 0
+    expected = writer_sizing(len(paths) + differing)
+    assert (stored.bit_count, stored.hash_function_count) == expected
+    assert (result.bit_count, result.hash_function_count) == expected
+    assert result.series_count == len(corpus[name].series)
+
+
+def analysis_paths(corpus_file: CorpusFile) -> list[str]:
+    return [series_path(device, name) for device, name in corpus_file.series]
+
+
+@pytest.mark.parametrize("name", ["tree_10_cjk", "tree_1000", "table_small"])
+def test_pypi_reads_every_row_after_repair(
+    corpus: dict[str, CorpusFile], copy_of: Callable[[str], Path], name: str
+) -> None:
+    corpus_file = corpus[name]
+    expected = pypi_row_counts(corpus_file.path, corpus_file)
+    assert expected and all(count == corpus_file.rows_per_series for count in expected.values())
+    target = copy_of(name)
+    repair_filter(target, variant="both")
+    assert pypi_row_counts(target, corpus_file) == expected
+
+
+def test_spec_filter_hides_non_ascii_series_from_pypi(
+    corpus: dict[str, CorpusFile], copy_of: Callable[[str], Path]
+) -> None:
+    # research §7, reproduced: PyPI tsfile's reader checks the filter with the unsigned tail.
+    corpus_file = corpus["tree_10_cjk"]
+    target = copy_of("tree_10_cjk")
+    repair_filter(target, variant="signed-tail")
+    counts = pypi_row_counts(target, corpus_file)
+    assert counts["root.sg.设备.温度"] == 0
+    assert counts["root.sg.d1.s1"] == corpus_file.rows_per_series
+    with TsFileReader(target) as reader:
+        analysis = analyze_filter(reader)
+    assert analysis.hash_variant == "signed-tail"
+    assert analysis.exact_match["signed-tail"]
+    assert "root.sg.设备.温度" in analysis.rejected["unsigned-tail"]
+    # bloomskip's own lookup (variant "both") still finds it.
+    with TsFileReader(target) as reader:
+        assert reader.lookup("root.sg.设备.温度").present
+    repair_filter(target)
+    assert pypi_row_counts(target, corpus_file)["root.sg.设备.温度"] == corpus_file.rows_per_series
+
+
+def test_repair_sizing_and_error_rate(copy_of: Callable[[str], Path]) -> None:
+    target = copy_of("table_ascii")  # ASCII only: both variants coincide, no double count
+    result = repair_filter(target, variant="unsigned-tail", error_rate=0.01)
+    assert (result.bit_count, result.hash_function_count) == writer_sizing(60, 0.01)
+    result = repair_filter(target, variant="both")
+    assert (result.bit_count, result.hash_function_count) == writer_sizing(60)
+
+
+def test_crash_before_replace_leaves_the_original(
+    copy_of: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = copy_of("tree_10_cjk")
+    before = target.read_bytes()
+
+    def crash(*_: object) -> None:
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        repair_filter(target)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+def test_crash_while_writing_leaves_the_original(
+    copy_of: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = copy_of("table_small")
+    before = target.read_bytes()
+
+    def crash(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError, match="disk full"):
+        repair_filter(target)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+def test_corrupt_file_is_not_repaired(copy_of: Callable[[str], Path]) -> None:
+    target = copy_of("tree_1")
+    data = bytearray(target.read_bytes())
+    data[-10:-6] = (2**31 - 1).to_bytes(4, "big")
+    target.write_bytes(bytes(data))
+    with pytest.raises(FormatError):
+        repair_filter(target)
+    assert target.read_bytes() == bytes(data)
+
+
+def test_repair_keeps_the_file_mode(copy_of: Callable[[str], Path]) -> None:
+    target = copy_of("tree_1")
+    target.chmod(0o640)
+    repair_filter(target)
+    assert target.stat().st_mode & 0o777 == 0o640
