@@ -3,10 +3,31 @@
 The hash and bit kernels are in :mod:`bloomskip.hashing` and :mod:`bloomskip.bits`, the formats
 in :mod:`bloomskip.tsfile` and :mod:`bloomskip.clickhouse`, and the Parquet/Arrow dataset index in
 :class:`bloomskip.Dataset`.
+
+Example:
+    >>> import bloomskip
+    >>> ds = bloomskip.Dataset("logs/")                       # doctest: +SKIP
+    >>> ds.build_index(["user_id TYPE bloom_filter(0.01)"])   # doctest: +SKIP
+    >>> ds.query("user_id = 42")                              # doctest: +SKIP
 """
+
+from typing import TYPE_CHECKING
 
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
 
+if TYPE_CHECKING:
+    from bloomskip.dataset import Dataset
+
 __version__ = "0.1.0"
 
-__all__ = ["BloomskipError", "FormatError", "StaleSourceError", "__version__"]
+__all__ = ["BloomskipError", "Dataset", "FormatError", "StaleSourceError", "__version__"]
+
+
+def __getattr__(name: str):
+    # Dataset pulls in pyarrow.dataset and the ClickHouse engine; load them on first use so that
+    # `import bloomskip` (and every CLI start) stays fast.
+    if name == "Dataset":
+        from bloomskip.dataset import Dataset
+
+        return Dataset
+    raise AttributeError(f"module 'bloomskip' has no attribute {name!r}")

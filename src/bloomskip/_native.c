@@ -111,67 +111,58 @@ static inline u64 sign_extend_bytes(u64 w) {
     return w ^ flips;
 }
 
-/* tail_mode 0: standard MurmurHash3 (tail bytes zero-extended, as TsFile's C++ writer does);
- * tail_mode 1: TsFile Java Murmur128Hash (each tail byte sign-extended int8 -> int64, XORed). */
-static void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64 *out1, u64 *out2) {
-    size_t nblocks = len / 16;
-    u64 h1 = seed, h2 = seed;
-    for (size_t i = 0; i < nblocks; i++) {
-        u64 k1 = load64(data + 16 * i);
-        u64 k2 = load64(data + 16 * i + 8);
-        k1 *= MM_C1;
-        k1 = rotl64(k1, 31);
-        k1 *= MM_C2;
-        h1 ^= k1;
-        h1 = rotl64(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        k2 *= MM_C2;
-        k2 = rotl64(k2, 33);
-        k2 *= MM_C1;
-        h2 ^= k2;
-        h2 = rotl64(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
-    }
+static inline void murmur3_block(const u8 *block, u64 *h1p, u64 *h2p) {
+    u64 h1 = *h1p, h2 = *h2p;
+    u64 k1 = load64(block), k2 = load64(block + 8);
+    k1 *= MM_C1;
+    k1 = rotl64(k1, 31);
+    k1 *= MM_C2;
+    h1 ^= k1;
+    h1 = rotl64(h1, 27);
+    h1 += h2;
+    h1 = h1 * 5 + 0x52dce729;
+    k2 *= MM_C2;
+    k2 = rotl64(k2, 33);
+    k2 *= MM_C1;
+    h2 ^= k2;
+    h2 = rotl64(h2, 31);
+    h2 += h1;
+    h2 = h2 * 5 + 0x38495ab5;
+    *h1p = h1;
+    *h2p = h2;
+}
+
+/* The tail words k1 (bytes 0..7 of the tail) and k2 (bytes 8..14). tail_mode 0: standard
+ * MurmurHash3, bytes zero-extended (TsFile's C++ writer); tail_mode 1: TsFile's Java
+ * Murmur128Hash, each byte sign-extended from int8 to int64 and XORed in. */
+static inline void murmur3_tail(const u8 *data, size_t len, int tail_mode, u64 *k1p, u64 *k2p) {
     size_t rem = len & 15;
     u64 k1 = 0, k2 = 0;
-    if (len >= 16) {
-        /* Branch-free tail: the last 16 bytes are readable (they overlap the last block), so the
-         * tail words are shifted out of two loads instead of assembled byte by byte; with string
-         * lengths that vary, the byte-wise switch mispredicts on nearly every item. */
-        u128 last16 = ((u128)load64(data + len - 8) << 64) | load64(data + len - 16);
+    if (len >= 8) {
+        /* Branch-free: the tail is cut out of the last 16 bytes (or, for 8..15 bytes, out of two
+         * overlapping 8-byte loads) with shifts. With string lengths that vary, assembling it byte
+         * by byte mispredicts on nearly every item. */
+        u64 low = len >= 16 ? load64(data + len - 16) : load64(data) << (8 * (16 - len));
+        u128 last16 = ((u128)load64(data + len - 8) << 64) | low;
         /* Two shifts keep each below 128 bits; the mask clears the rem == 0 case. */
         u128 tail = ((last16 >> 8) >> (8 * (15 - rem))) & -(u128)(rem != 0);
         k1 = (u64)tail;
         k2 = (u64)(tail >> 64);
-        if (tail_mode) {
-            k1 = sign_extend_bytes(k1);
-            k2 = sign_extend_bytes(k2);
-        }
     } else {
-        const u8 *tail = data + nblocks * 16;
-#define TAIL(j) (tail_mode ? (u64)(int64_t)(int8_t)tail[j] : (u64)tail[j])
-        switch (rem) {
-        case 15: k2 ^= TAIL(14) << 48; /* fall through */
-        case 14: k2 ^= TAIL(13) << 40; /* fall through */
-        case 13: k2 ^= TAIL(12) << 32; /* fall through */
-        case 12: k2 ^= TAIL(11) << 24; /* fall through */
-        case 11: k2 ^= TAIL(10) << 16; /* fall through */
-        case 10: k2 ^= TAIL(9) << 8; /* fall through */
-        case 9: k2 ^= TAIL(8); /* fall through */
-        case 8: k1 ^= TAIL(7) << 56; /* fall through */
-        case 7: k1 ^= TAIL(6) << 48; /* fall through */
-        case 6: k1 ^= TAIL(5) << 40; /* fall through */
-        case 5: k1 ^= TAIL(4) << 32; /* fall through */
-        case 4: k1 ^= TAIL(3) << 24; /* fall through */
-        case 3: k1 ^= TAIL(2) << 16; /* fall through */
-        case 2: k1 ^= TAIL(1) << 8; /* fall through */
-        case 1: k1 ^= TAIL(0);
-        }
-#undef TAIL
+        for (size_t j = 0; j < rem; j++)
+            k1 |= (u64)data[j] << (8 * j);
     }
-    /* Mixing a zero word leaves h unchanged, so the tail mix needs no branch on its length. */
+    if (tail_mode) {
+        k1 = sign_extend_bytes(k1);
+        k2 = sign_extend_bytes(k2);
+    }
+    *k1p = k1;
+    *k2p = k2;
+}
+
+/* Mix the tail words in and finalize. Mixing a zero word leaves h unchanged, so no branch on the
+ * tail's length is needed. */
+static inline void murmur3_finish(u64 h1, u64 h2, u64 k1, u64 k2, size_t len, u64 *out1, u64 *out2) {
     k2 *= MM_C2;
     k2 = rotl64(k2, 33);
     k2 *= MM_C1;
@@ -190,6 +181,15 @@ static void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64
     h2 += h1;
     *out1 = h1;
     *out2 = h2;
+}
+
+static inline void murmur3_128(const u8 *data, size_t len, u64 seed, int tail_mode, u64 *out1,
+                               u64 *out2) {
+    u64 h1 = seed, h2 = seed, k1, k2;
+    for (size_t i = 0; i < len / 16; i++)
+        murmur3_block(data + 16 * i, &h1, &h2);
+    murmur3_tail(data, len, tail_mode, &k1, &k2);
+    murmur3_finish(h1, h2, k1, k2, len, out1, out2);
 }
 
 /* TsFile hash32: the low 32 bits of h1 + h2 as a signed int; the seed is a Java int widened to

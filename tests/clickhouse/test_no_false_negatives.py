@@ -23,7 +23,22 @@ from bloomskip.clickhouse.index import SkipIndex
 
 _PIECES = ["a", "b", "ab", "Ab", "x1", " ", "-", "_", "%", "\\", ".", "é", "☃", "Пр"]
 _TOKENS = ["a", "b", "ab", "Ab", "x1", "é", "☃", "Пр", "ab1", "zz"]
-_REGEX_PARTS = ["a", "b", "ab", "x1", ".", ".*", "(a|b)", "(ab|x1)", "?", "+", "[ab]", "\\.", "é", " "]
+_REGEX_PARTS = [
+    "a",
+    "b",
+    "ab",
+    "x1",
+    ".",
+    ".*",
+    "(a|b)",
+    "(ab|x1)",
+    "?",
+    "+",
+    "[ab]",
+    "\\.",
+    "é",
+    " ",
+]
 _COLUMNS = {"s": "String", "sa": "Array(String)", "x": "UInt8", "xa": "Array(UInt8)"}
 _TABLE_NAMES = itertools.count()
 
@@ -231,7 +246,9 @@ def _needle_predicates(rows: list[str], picks: list[tuple[int, int, int]]) -> li
         start = start_pick % (len(row) + 1)
         needle = row[start : start + length]
         prefix, suffix = row[: start + length], row[start:]
-        tokens = [t for t in "".join(c if c.isalnum() or ord(c) > 127 else " " for c in row).split()]
+        tokens = [
+            t for t in "".join(c if c.isalnum() or ord(c) > 127 else " " for c in row).split()
+        ]
         predicates += [
             f"s LIKE {_quote('%' + _like_escape(needle) + '%')}",
             f"s LIKE {_quote(_like_escape(prefix) + '%')}",

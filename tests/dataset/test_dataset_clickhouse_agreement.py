@@ -8,7 +8,6 @@ per skip index (the others ignored), how many granules it keeps.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -69,19 +68,30 @@ def setup(tmp_path_factory):
 
 def _clickhouse_kept(session, where: str, name: str) -> int | None:
     others = ",".join(n for n in INDEXES if n != name)
-    text = session.query(
-        f"EXPLAIN indexes = 1 SELECT id FROM t WHERE {where} SETTINGS "
-        f"ignore_data_skipping_indices = '{others}', use_query_condition_cache = 0",
-        "TSVRaw",
-    ).bytes().decode()
-    match = re.search(rf"Name: {name}\s+Description: [^\n]*\s+Parts: \d+/\d+\s+Granules: (\d+)/", text)
+    text = (
+        session.query(
+            f"EXPLAIN indexes = 1 SELECT id FROM t WHERE {where} SETTINGS "
+            f"ignore_data_skipping_indices = '{others}', use_query_condition_cache = 0",
+            "TSVRaw",
+        )
+        .bytes()
+        .decode()
+    )
+    match = re.search(
+        rf"Name: {name}\s+Description: [^\n]*\s+Parts: \d+/\d+\s+Granules: (\d+)/", text
+    )
     return int(match.group(1)) if match else None
 
 
 @pytest.mark.parametrize("where", PREDICATES)
 def test_kept_granules_equal_clickhouse(setup, where: str) -> None:
     dataset, session = setup
-    assert session.query("SELECT count() FROM system.parts WHERE table = 't' AND active").bytes().strip() == b"1"
+    assert (
+        session.query("SELECT count() FROM system.parts WHERE table = 't' AND active")
+        .bytes()
+        .strip()
+        == b"1"
+    )
     result = dataset.explain(where)
     for outcome in result.indexes:
         name = outcome.definition.split()[1]

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dataset_fixtures import INDEXES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.translate import clickhouse_to_duckdb
@@ -157,3 +159,27 @@ def test_like_never_skips_rows_whose_tokens_extend_past_the_wildcards(tmp_path: 
         expected, _ = _oracle([str(path)], where)
         assert expected, pattern
         assert sorted(dataset.query(where, ["id"]).column("id").to_pylist()) == expected, pattern
+
+
+ATOMS = [p for p in PREDICATES if " AND " not in p and " OR " not in p and "NOT" not in p]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_boolean_combinations_never_miss_rows(indexed: Dataset, dataset_dir: Path, data):
+    keys = _sample_keys(dataset_dir)
+    atoms = st.sampled_from([atom.format(**keys) for atom in ATOMS])
+    tree = st.recursive(
+        atoms,
+        lambda inner: st.one_of(
+            st.tuples(inner, inner).map(lambda pair: f"({pair[0]}) AND ({pair[1]})"),
+            st.tuples(inner, inner).map(lambda pair: f"({pair[0]}) OR ({pair[1]})"),
+            inner.map(lambda text: f"NOT ({text})"),
+        ),
+        max_leaves=5,
+    )
+    where = data.draw(tree)
+    expected_ids, matching_groups = _oracle(_files(dataset_dir), where)
+    surviving = {(str(path), group) for path, group in indexed.explain(where).surviving()}
+    assert matching_groups <= surviving, where
+    assert sorted(indexed.query(where, ["id"]).column("id").to_pylist()) == expected_ids, where

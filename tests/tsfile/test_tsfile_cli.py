@@ -135,3 +135,12 @@ def test_missing_location_is_a_user_error(run_cli: Run, tmp_path: Path) -> None:
 
     with pytest.raises(BloomskipError):
         run_cli("verify", str(tmp_path / "missing"))
+
+
+def test_unreadable_file_is_a_user_error(run_cli: Run, tmp_path: Path) -> None:
+    from bloomskip.errors import BloomskipError
+
+    with pytest.raises(BloomskipError, match="No such file"):
+        run_cli("inspect", str(tmp_path / "missing.tsfile"))
+    with pytest.raises(BloomskipError):
+        run_cli("lookup", str(tmp_path), "root.a.s1")  # a directory

@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import numpy as np
 
@@ -292,7 +292,7 @@ def _convert_scalar(constant: _Constant, target) -> object | None:  # noqa: ANN0
         except (ValueError, UnicodeDecodeError):
             return None
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         seconds = int(moment.timestamp())
         return seconds if 0 <= seconds < 2**32 else None
     if name == "UUID":

@@ -335,9 +335,7 @@ def simulate(
         for where in predicates:
             condition = compile_condition(where, definition, types)
             selected = index.select(where)
-            rows_read = int(
-                (data_row_bounds[selected + 1] - data_row_bounds[selected]).sum()
-            )
+            rows_read = int((data_row_bounds[selected + 1] - data_row_bounds[selected]).sum())
             report.predicates.append(
                 PredicateReport(
                     where=where,

@@ -305,7 +305,7 @@ class _RegexpAnalyzer:
     def analyze(
         self, position: int, required: _Literal, alternatives: list[_Literal]
     ) -> tuple[int, bool]:
-        """Analyze from ``position`` up to the closing ``)`` or the end; return (position, trivial)."""
+        """Analyze up to the closing ``)`` or the end; return (position, is_trivial)."""
         pattern, end = self.pattern, self.end
         is_first_call = position == 0
         depth = 0
@@ -321,9 +321,7 @@ class _RegexpAnalyzer:
             nonlocal current
             if not current:
                 return
-            if not alternatives:
-                alternatives[:] = current
-            elif _shortest(alternatives) < _shortest(current):
+            if not alternatives or _shortest(alternatives) < _shortest(current):
                 alternatives[:] = current
             current = []
 
@@ -557,7 +555,7 @@ class _RegexpAnalyzer:
         return position, state["trivial"]
 
     def _skip_group_name(self, position: int, offset: int) -> int:
-        """Skip ``(?<name>`` / ``(?'name'`` / ``(?P<name>``; return the position of its last char."""
+        """Skip a group name (``(?<n>``, ``(?P<n>``, ...); return where the name ends."""
         closing = ord(">") if self.pattern[position + offset] == ord("<") else ord("'")
         offset += 1
         while position + offset < self.end:

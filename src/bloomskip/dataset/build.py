@@ -260,10 +260,8 @@ def build_file(
             collect(in_flight.popleft())
     while in_flight:
         collect(in_flight.popleft())
-    if granule == ROW_GROUP:
-        expected = [int(rows) for rows in read_layout(source).rows]
-        if expected != granule_rows:
-            raise BloomskipError(f"{source.path}: changed while it was being indexed")
+    if source.identity() != identity:
+        raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
     payloads = [b"".join(store) for store in parts]
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads)
 

@@ -124,14 +124,24 @@ def run_query(
 
     condition = clickhouse_to_duckdb(where)
     projection = select_list(columns)
-    dataset = surviving_dataset(result, schema)
-    sql = f"SELECT {projection} FROM {VIEW_NAME} WHERE {condition}"
+    if all(state.source.format == "parquet" for state in result.files) and all(
+        keep.all() for keep in result.keep
+    ):
+        # Nothing to skip: DuckDB's own parallel Parquet reader is the fastest full scan.
+        listing = ", ".join("'" + str(s.source.path).replace("'", "''") + "'" for s in result.files)
+        source = f"read_parquet([{listing}])"
+        dataset = None
+    else:
+        source = VIEW_NAME
+        dataset = surviving_dataset(result, schema)
+    sql = f"SELECT {projection} FROM {source} WHERE {condition}"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     # A cursor is cheap and has its own view names; connecting costs ~10 ms per query.
     cursor = (connection or duckdb.connect()).cursor()
     try:
-        cursor.register(VIEW_NAME, dataset)
+        if dataset is not None:
+            cursor.register(VIEW_NAME, dataset)
         return cursor.sql(sql).to_arrow_table()
     except duckdb.Error as exc:
         raise BloomskipError(f"DuckDB rejected the query {sql!r}: {exc}") from exc

@@ -14,9 +14,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _VARIANTS = ("both", "signed-tail", "unsigned-tail")
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
         help="the writer's target false-positive rate (default 0.05)",
     )  # fmt: skip
-    inspect.set_defaults(func=_inspect)
+    inspect.set_defaults(func=_user_errors(_inspect))
 
     lookup = commands.add_parser(
         "lookup",
@@ -59,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lookup.add_argument("file", help="a .tsfile")
     lookup.add_argument("paths", nargs="+", metavar="PATH", help="series path, e.g. root.sg.d1.s1")
     _add_common(lookup, json_flag=True, charset=True, variant=True)
-    lookup.set_defaults(func=_lookup)
+    lookup.set_defaults(func=_user_errors(_lookup))
 
     find = commands.add_parser(
         "find",
@@ -70,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     find.add_argument("path", metavar="PATH", help="series path")
     find.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(find, json_flag=True, charset=True, variant=True)
-    find.set_defaults(func=_find)
+    find.set_defaults(func=_user_errors(_find))
 
     verify = commands.add_parser(
         "verify",
@@ -87,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument(
         "--limit", type=int, default=10, help="series listed per reader kind in text output"
     )
-    verify.set_defaults(func=_verify)
+    verify.set_defaults(func=_user_errors(_verify))
 
     repair = commands.add_parser(
         "repair", help="rewrite only the Bloom filter, atomically, from the file's own series"
@@ -103,7 +104,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="target false-positive rate of the writer sizing (default 0.05)",
     )  # fmt: skip
     _add_common(repair, json_flag=True, charset=True)
-    repair.set_defaults(func=_repair)
+    repair.set_defaults(func=_user_errors(_repair))
+
+
+def _user_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+    """Report a file that cannot be opened or read as a user error (exit status 2)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        from bloomskip.errors import BloomskipError
+
+        try:
+            return handler(args)
+        except OSError as exc:
+            raise BloomskipError(str(exc)) from exc
+
+    return run
 
 
 def _add_common(

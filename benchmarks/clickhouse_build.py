@@ -1,0 +1,143 @@
+"""Skip-index build speed: bloomskip against ClickHouse (chdb), single thread, same run.
+
+Three cases from the issue, 10,000,000 rows each, ``index_granularity = 8192``:
+
+* UInt64 (``cityHash64(number)``) with ``bloom_filter(0.025)``;
+* strings of ~17 bytes (``'w<n%1000> v<n>-<n%7>x'``) with ``tokenbf_v1(10240, 3, 0)``;
+* the same strings with ``ngrambf_v1(3, 10240, 3, 0)``.
+
+ClickHouse's cost of an index is the wall time of ``INSERT ... SELECT`` into a MergeTree table
+with the index minus the same INSERT without it (``max_threads = 1``, ``max_insert_threads = 1``;
+best of ``--repeat``). bloomskip's cost is :meth:`SkipIndex.build` on the same values (already in
+Arrow), split into the granule build and the ClickHouse-layout serialization plus LZ4 framing
+(what the INSERT also does). Prints rows/s for both and the ratio bloomskip / ClickHouse.
+
+Usage:
+    python benchmarks/clickhouse_build.py [--rows 10000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+
+from bloomskip.clickhouse.compression import write_compressed_stream
+from bloomskip.clickhouse.ddl import parse_index_definition
+from bloomskip.clickhouse.index import SkipIndex
+
+GRANULARITY = 8192
+CASES = [
+    ("UInt64 bloom_filter(0.025)", "v", "UInt64", "cityHash64(number)", "bloom_filter(0.025)"),
+    (
+        "String tokenbf_v1(10240,3,0)",
+        "s",
+        "String",
+        "concat('w', toString(number % 1000), ' v', toString(number), '-', "
+        "toString(number % 7), 'x')",
+        "tokenbf_v1(10240, 3, 0)",
+    ),
+    (
+        "String ngrambf_v1(3,10240,3,0)",
+        "s",
+        "String",
+        "concat('w', toString(number % 1000), ' v', toString(number), '-', "
+        "toString(number % 7), 'x')",
+        "ngrambf_v1(3, 10240, 3, 0)",
+    ),
+]
+
+
+def _best(run, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def clickhouse_extra_seconds(
+    session, column: str, ch_type: str, expression: str, index: str, rows: int, repeat: int
+) -> tuple[float, float]:
+    """(insert seconds without the index, extra seconds the index adds), best of ``repeat``."""
+    settings = "max_threads = 1, max_insert_threads = 1"
+    results = []
+    for with_index in (False, True):
+        clause = f", INDEX i {column} TYPE {index} GRANULARITY 1" if with_index else ""
+        session.query("DROP TABLE IF EXISTS bench SYNC")
+        session.query(
+            f"CREATE TABLE bench ({column} {ch_type}{clause}) ENGINE = MergeTree ORDER BY tuple() "
+            f"SETTINGS index_granularity = {GRANULARITY}"
+        )
+
+        def insert() -> None:
+            session.query("TRUNCATE TABLE bench")
+            session.query(
+                f"INSERT INTO bench SELECT {expression} FROM numbers({rows}) SETTINGS {settings}"
+            )
+
+        results.append(_best(insert, repeat))
+    session.query("DROP TABLE IF EXISTS bench SYNC")
+    return results[0], results[1] - results[0]
+
+
+def bloomskip_seconds(table, column: str, ch_type: str, index: str, repeat: int):  # noqa: ANN001, ANN201
+    """(build seconds, serialize + LZ4 seconds), best of ``repeat`` each."""
+    definition = parse_index_definition(f"INDEX i {column} TYPE {index} GRANULARITY 1")
+    rows = table.num_rows
+    full, rest = divmod(rows, GRANULARITY)
+    granule_rows = np.array([GRANULARITY] * full + ([rest] if rest else []), np.int64)
+    built = {}
+
+    def build() -> None:
+        built["index"] = SkipIndex.build(definition, table, granule_rows, {column: ch_type})
+
+    def serialize() -> None:
+        index = built["index"]
+        granules = [index.granule_bytes(j) for j in range(index.index_granule_count)]
+        write_compressed_stream(granules, "LZ4")
+
+    return _best(build, repeat), _best(serialize, repeat)
+
+
+def main() -> None:
+    """Run every case and print the comparison table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from chdb import session as chdb_session
+
+    session = chdb_session.Session(tempfile.mkdtemp(prefix="bloomskip-bench-"))
+    header = (
+        f"{'case':32} {'CH insert s':>11} {'CH index s':>10} {'CH rows/s':>12} "
+        f"{'bs build s':>10} {'bs ser s':>8} {'bs rows/s':>12} {'ratio':>6}"
+    )
+    print(
+        f"{args.rows:,} rows, index_granularity {GRANULARITY}, single thread, best of {args.repeat}"
+    )
+    print(header)
+    for name, column, ch_type, expression, index in CASES:
+        table = session.query(
+            f"SELECT {expression} AS {column} FROM numbers({args.rows})", "ArrowTable"
+        )
+        base, extra = clickhouse_extra_seconds(
+            session, column, ch_type, expression, index, args.rows, args.repeat
+        )
+        build, serialize = bloomskip_seconds(table, column, ch_type, index, args.repeat)
+        ours = build + serialize
+        ch_rate = args.rows / extra if extra > 0 else float("inf")
+        our_rate = args.rows / ours
+        print(
+            f"{name:32} {base:11.3f} {extra:10.3f} {ch_rate:12,.0f} {build:10.3f} "
+            f"{serialize:8.3f} {our_rate:12,.0f} {our_rate / ch_rate:6.2f}"
+        )
+    print("ratio = bloomskip rows/s / ClickHouse rows/s (> 1: bloomskip is faster)")
+
+
+if __name__ == "__main__":
+    main()
