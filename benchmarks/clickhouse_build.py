@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import numpy as np
+import pyarrow as pa
 
 from bloomskip.clickhouse.compression import write_compressed_stream
 from bloomskip.clickhouse.ddl import parse_index_definition
@@ -60,7 +61,7 @@ def _best(run, repeat: int) -> float:
 
 
 def clickhouse_extra_seconds(
-    session, column: str, ch_type: str, expression: str, index: str, rows: int, repeat: int
+    session: object, column: str, ch_type: str, expression: str, index: str, rows: int, repeat: int
 ) -> tuple[float, float]:
     """(insert seconds without the index, extra seconds the index adds), best of ``repeat``."""
     settings = "max_threads = 1, max_insert_threads = 1"
@@ -84,7 +85,9 @@ def clickhouse_extra_seconds(
     return results[0], results[1] - results[0]
 
 
-def bloomskip_seconds(table, column: str, ch_type: str, index: str, repeat: int):  # noqa: ANN001, ANN201
+def bloomskip_seconds(
+    table: pa.Table, column: str, ch_type: str, index: str, repeat: int
+) -> tuple[float, float]:
     """(build seconds, serialize + LZ4 seconds), best of ``repeat`` each."""
     definition = parse_index_definition(f"INDEX i {column} TYPE {index} GRANULARITY 1")
     rows = table.num_rows

@@ -1385,7 +1385,8 @@ static PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_buffer offs = {0}, rows = {0};
     u64set set = {0};
-    u64 *distinct_counts = NULL;
+    u64 *scratch = NULL;
+    u8 *out = NULL;
     for (; ready < ncols; ready++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, ready);
         PyObject *h_obj, *b_obj;
@@ -1402,15 +1403,28 @@ static PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
         goto done;
     if (get_out(rows_out, &rows, granules, 8, "total_rows") < 0)
         goto done;
-    distinct_counts = PyMem_Calloc((size_t)(granules ? granules : 1), sizeof(u64));
-    if (!distinct_counts) {
+    /* One pass: each granule's distinct hashes per column go to `scratch`, the granule is sized
+     * by the largest count, and its bytes are appended to a growing output buffer. */
+    size_t out_cap = 1024, out_len = 0, scratch_cap = 0;
+    out = PyMem_Malloc(out_cap);
+    if (!out) {
         PyErr_NoMemory();
         goto done;
     }
-    /* Pass 1: distinct counts, to size the output exactly. */
-    size_t total = 0;
     for (Py_ssize_t g = 0; g < granules; g++) {
-        u64 max_distinct = 0;
+        size_t items = 0, max_distinct = 0, start[MAX_INDEX_COLUMNS], count[MAX_INDEX_COLUMNS];
+        for (Py_ssize_t c = 0; c < ncols; c++)
+            items += (size_t)(u64_at(&bounds[c], g + 1) - u64_at(&bounds[c], g));
+        if (items > scratch_cap) {
+            u64 *grown = PyMem_Realloc(scratch, items * sizeof(u64));
+            if (!grown) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            scratch = grown;
+            scratch_cap = items;
+        }
+        size_t used = 0;
         for (Py_ssize_t c = 0; c < ncols; c++) {
             Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds[c], g), hi = (Py_ssize_t)u64_at(&bounds[c], g + 1);
             if (u64set_reset(&set, (size_t)(hi - lo)) < 0) {
@@ -1419,45 +1433,38 @@ static PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
             }
             for (Py_ssize_t i = lo; i < hi; i++)
                 u64set_add(&set, u64_at(&hashes[c], i));
+            memcpy(scratch + used, set.distinct, set.count * sizeof(u64));
+            start[c] = used;
+            count[c] = set.count;
+            used += set.count;
             if (set.count > max_distinct)
                 max_distinct = set.count;
         }
-        distinct_counts[g] = max_distinct;
-        u64 bytes = (bits_per_row * max_distinct + 7) / 8;
-        total += varuint_size(max_distinct) + (size_t)bytes * (size_t)ncols;
-    }
-    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    if (!payload)
-        goto done;
-    u8 *base = (u8 *)PyBytes_AS_STRING(payload);
-    memset(base, 0, total);
-    u8 *p = base;
-    /* Pass 2: fill the filters. */
-    for (Py_ssize_t g = 0; g < granules; g++) {
-        store_u64(&offs, g, (u64)(p - base));
-        store_u64(&rows, g, distinct_counts[g]);
-        u64 bytes = (bits_per_row * distinct_counts[g] + 7) / 8;
-        p = varuint_write(p, distinct_counts[g]);
-        fastmod_t fm = fastmod_init(bytes * 8 ? bytes * 8 : 1);
-        for (Py_ssize_t c = 0; c < ncols; c++) {
-            Py_ssize_t lo = (Py_ssize_t)u64_at(&bounds[c], g), hi = (Py_ssize_t)u64_at(&bounds[c], g + 1);
-            if (bytes > 0) {
-                if (u64set_reset(&set, (size_t)(hi - lo)) < 0) {
-                    Py_DECREF(payload);
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                for (Py_ssize_t i = lo; i < hi; i++)
-                    u64set_add(&set, u64_at(&hashes[c], i));
-                for (size_t d = 0; d < set.count; d++)
-                    for (long j = 0; j < k; j++)
-                        bit_set(p, fastmod(&fm, hash128_to_64(set.distinct[d], BF_HASH_SEED[j])));
+        size_t bytes = (size_t)((bits_per_row * max_distinct + 7) / 8);
+        size_t need = out_len + varuint_size(max_distinct) + bytes * (size_t)ncols;
+        if (need > out_cap) {
+            while (out_cap < need)
+                out_cap *= 2;
+            u8 *grown = PyMem_Realloc(out, out_cap);
+            if (!grown) {
+                PyErr_NoMemory();
+                goto done;
             }
-            p += bytes;
+            out = grown;
         }
+        store_u64(&offs, g, out_len);
+        store_u64(&rows, g, max_distinct);
+        u8 *p = varuint_write(out + out_len, max_distinct);
+        memset(p, 0, bytes * (size_t)ncols);
+        fastmod_t fm = fastmod_init(bytes ? bytes * 8 : 1);
+        for (Py_ssize_t c = 0; c < ncols; c++, p += bytes)
+            for (size_t d = start[c]; d < start[c] + count[c]; d++)
+                for (long j = 0; j < k; j++)
+                    bit_set(p, fastmod(&fm, hash128_to_64(scratch[d], BF_HASH_SEED[j])));
+        out_len = (size_t)(p - out);
     }
-    store_u64(&offs, granules, (u64)(p - base));
-    result = payload;
+    store_u64(&offs, granules, out_len);
+    result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)out_len);
 done:
     for (Py_ssize_t c = 0; c < ready; c++) {
         PyBuffer_Release(&hashes[c]);
@@ -1468,7 +1475,8 @@ done:
     if (rows.obj)
         PyBuffer_Release(&rows);
     u64set_free(&set);
-    PyMem_Free(distinct_counts);
+    PyMem_Free(scratch);
+    PyMem_Free(out);
     Py_DECREF(seq);
     return result;
 }

@@ -10,6 +10,7 @@ out of EXPLAIN (it judged the predicate useless for it), every granule is read, 
 from __future__ import annotations
 
 import pytest
+from conftest import Part
 
 from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.index import SkipIndex
@@ -49,7 +50,7 @@ def _explain(part, where: str, index: str) -> tuple[int, int] | None:
 class _Built:
     """A chdb part with bloomskip's build of each of its indexes."""
 
-    def __init__(self, part) -> None:  # noqa: ANN001
+    def __init__(self, part: Part) -> None:
         self.part = part
         self.indexes: dict[str, SkipIndex] = {}
         self.build_errors: dict[str, Exception] = {}
@@ -260,6 +261,7 @@ def text_part(clickhouse) -> _Built:
                 "fs": "FixedString(8)",
                 "ls": "LowCardinality(String)",
                 "sa": "Array(String)",
+                "m": "Map(String, String)",
             },
             [
                 "INDEX tk s TYPE tokenbf_v1(512, 3, 0) GRANULARITY 1",
@@ -271,12 +273,16 @@ def text_part(clickhouse) -> _Built:
                 "INDEX tls ls TYPE tokenbf_v1(256, 2, 0) GRANULARITY 3",
                 "INDEX tsa sa TYPE tokenbf_v1(256, 2, 0) GRANULARITY 1",
                 "INDEX nsa sa TYPE ngrambf_v1(3, 256, 2, 0) GRANULARITY 1",
+                "INDEX tmk mapKeys(m) TYPE tokenbf_v1(256, 2, 0) GRANULARITY 1",
+                "INDEX tmv mapValues(m) TYPE ngrambf_v1(2, 256, 2, 0) GRANULARITY 1",
             ],
             "SELECT number, concat('alpha', toString(number % 37), ' Beta-', toString(number), "
             "if(number % 5 = 0, ' Привет☃ мир', ''), if(number % 7 = 0, ' a%b_c\\\\d', '')), "
             "concat('t', toString(number % 11)), toString(number % 100), "
             "concat('w', toString(number % 40), ' v', toString(number % 3)), "
-            "[concat('x', toString(number % 13)), 'common word'] FROM numbers(2048)",
+            "[concat('x', toString(number % 13)), 'common word'], "
+            "map(concat('k', toString(number % 29)), concat('val ', toString(number))) "
+            "FROM numbers(2048)",
         )
     )
 
@@ -373,6 +379,21 @@ _TEXT_CASES += [
     ("tls", "ls = 'w5 v2'"),
     ("tls", "hasToken(ls, 'w17')"),
     ("tls", "ls LIKE 'w1 %'"),
+]
+_TEXT_CASES += [
+    ("tmk", "mapContains(m, 'k5')"),
+    ("tmk", "mapContainsKey(m, 'k5')"),
+    ("tmk", "has(m, 'k5')"),
+    ("tmk", "mapContainsKeyLike(m, 'k1%')"),
+    ("tmk", "mapContainsKeyLike(m, '%k1 %')"),
+    ("tmk", "m['k5'] = 'val 5'"),
+    ("tmk", "m['k5'] = ''"),
+    ("tmk", "mapContainsValue(m, 'val 5')"),
+    ("tmv", "mapContainsValue(m, 'val 5')"),
+    ("tmv", "mapContainsValueLike(m, '%l 17%')"),
+    ("tmv", "m['k5'] = 'val 5'"),
+    ("tmv", "m['k5'] = ''"),
+    ("tmv", "mapContains(m, 'k5')"),
 ]
 for _index in ("tsa", "nsa"):
     _TEXT_CASES += [

@@ -156,7 +156,7 @@ def _matching_rows(clickhouse, rows: list[tuple], predicates: list[str]) -> list
 
 
 @settings(
-    max_examples=60,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -269,7 +269,7 @@ def _needle_predicates(rows: list[str], picks: list[tuple[int, int, int]]) -> li
     return predicates
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     texts=st.lists(_text, min_size=1, max_size=30),
     cuts=st.lists(st.integers(1, 6), min_size=1, max_size=8),

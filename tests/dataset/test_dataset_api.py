@@ -134,3 +134,15 @@ def test_dictionary_column_hashes_distinct_values_once(definition: str) -> None:
     decoded = table.cast(pa.schema([("d", pa.string())]))
     every_row = SkipIndex.build(prepared.definition, decoded, [700], {"d": "String"}).to_bytes()
     assert granule_payloads(table, [prepared]) == [every_row]
+
+
+def test_directory_with_a_stray_file_and_a_vanished_file(tmp_path) -> None:
+    paths = write_dataset(tmp_path / "d", [(200, 50), (200, 50)])
+    (tmp_path / "d" / "notes.txt").write_text("not parquet")
+    with pytest.raises(BloomskipError, match="not a Parquet"):
+        Dataset(tmp_path / "d")
+    (tmp_path / "d" / "notes.txt").unlink()
+    dataset = Dataset(tmp_path / "d")
+    paths[1].unlink()
+    with pytest.raises(BloomskipError, match="cannot read a file"):
+        dataset.query("k = 13")

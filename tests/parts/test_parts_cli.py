@@ -158,3 +158,15 @@ def test_distinct_item_estimate():
     filled = m * (1 - np.exp(-k * n / m))
     assert part_cli.estimate_distinct_items(filled, m, k) == pytest.approx(n)
     assert part_cli.estimate_distinct_items(m, m, k) > part_cli.estimate_distinct_items(m - 5, m, k)
+
+
+def test_bloomskip_main_dispatches_and_reports_errors(corpus, capsys):
+    from bloomskip.cli import main
+
+    built = corpus["wide_fixed_zstd"]
+    argv = ["clickhouse", "explain", *_part_args(built), "--where", "fs = '103'", "--json"]
+    assert main([*argv, "--index", "i_fs"]) == 0
+    entry = json.loads(capsys.readouterr().out)["indexes"][0]
+    assert entry["granules_selected"] == built.explain[("i_fs", "fs = '103'")]
+    assert main([*argv, "--index", "missing"]) == 2
+    assert "missing" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from parts_corpus import FOLDED_PREDICATES, FULL_LAYOUTS, INDEXES, LAYOUTS
 
 from bloomskip.clickhouse import compression
 from bloomskip.clickhouse.marks import MarksFormat, PackedArchive, read_marks, write_marks
-from bloomskip.clickhouse.part import Part, PartError
+from bloomskip.clickhouse.part import Part, PartError, escape_for_file_name, table_settings
 from bloomskip.clickhouse.part_cli import explain_part
 from bloomskip.errors import FormatError
 
@@ -306,3 +306,16 @@ def test_granule_lengths_checked_before_decoding(corpus, tmp_path):
         _open(corpus["wide_plain"], part_dir).read_index("i_v")
     assert error.value.offset is not None
     assert struct.calcsize("<Q") == 8
+
+
+def test_file_names_and_settings():
+    # chdb 26.9 stored INDEX `i-x.y é` as skp_idx_i%2Dx%2Ey%20%C3%A9.idx / .cmrk2.
+    assert escape_for_file_name("i-x.y é") == "i%2Dx%2Ey%20%C3%A9"
+    assert escape_for_file_name("i_v3") == "i_v3"
+    ddl = (
+        "ATTACH TABLE _ UUID '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0' (`k` UInt64) "
+        "ENGINE = MergeTree ORDER BY k SETTINGS index_granularity = 256, compress_marks = 0"
+    )
+    assert table_settings(ddl) == {"index_granularity": "256", "compress_marks": "0"}
+    with pytest.raises(PartError):
+        table_settings("ATTACH TABLE (((")

@@ -29,15 +29,23 @@ from __future__ import annotations
 
 import math
 import re
-import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp
 from bloomskip.errors import BloomskipError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from sqlglot import exp
+
+    from bloomskip.clickhouse.ddl import IndexDefinition
+    from bloomskip.clickhouse.index import SkipIndex
+    from bloomskip.clickhouse.types import ClickHouseType
 
 __all__ = ["ConditionError", "IndexCondition", "compile_condition"]
 
@@ -53,6 +61,9 @@ _INT_RANGES = {
     "Bool": (0, 1),
 }
 _UNKNOWN = object()  # an atom slot ClickHouse fills with FUNCTION_UNKNOWN
+_PROBE_BATCH = 1 << 22  # bit positions tested per bits.test_bits call
+# A function node as (ClickHouse function name, arguments).
+_Function = tuple[str, list]
 
 
 class ConditionError(BloomskipError, ValueError):
@@ -80,7 +91,7 @@ class _ConstantReader:
     def __init__(self, sql: str) -> None:
         self.sql = sql
 
-    def read(self, node) -> _Constant | None:  # noqa: ANN001 - sqlglot expression
+    def read(self, node: exp.Expression) -> _Constant | None:
         from sqlglot import exp
 
         if isinstance(node, exp.Paren):
@@ -121,7 +132,7 @@ class _ConstantReader:
             return _cast_constant(inner, match.group(1))
         return None
 
-    def _string_bytes(self, node) -> bytes:  # noqa: ANN001
+    def _string_bytes(self, node: exp.Literal) -> bytes:
         # sqlglot decodes `\xHH` escapes into characters and then re-encodes ambiguously (a lone
         # `\xFF` and the text "ÿ" look the same), so literals with `\x` escapes are decoded from
         # the original SQL text instead.
@@ -220,7 +231,7 @@ def _cast_constant(constant: _Constant, type_text: str) -> _Constant | None:
 # convertFieldToType for the bloom_filter index
 
 
-def _convert_scalar(constant: _Constant, target) -> object | None:  # noqa: ANN001 - ClickHouseType
+def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | None:
     """Convert a constant to ``target`` as ClickHouse's ``convertFieldToType`` does.
 
     Returns the value in the representation types.value_hashes reads (an int for integer-like
@@ -258,14 +269,10 @@ def _convert_scalar(constant: _Constant, target) -> object | None:  # noqa: ANN0
         as_float = float(value)
         if kind == "int" and int(as_float) != value:
             return None  # not exactly representable
-        if name == "Float32":
-            narrowed = (
-                struct.unpack("<f", struct.pack("<f", as_float))[0]
-                if abs(as_float) < 3.5e38
-                else math.inf
-            )
-            if narrowed != as_float and not math.isnan(as_float):
-                return None  # ClickHouse refuses a lossy Float64 -> Float32 conversion
+        with np.errstate(over="ignore"):
+            narrowed = float(np.float32(as_float))
+        if name == "Float32" and narrowed != as_float:
+            return None  # ClickHouse refuses a lossy Float64 -> Float32 conversion
         return as_float
     if name == "String":
         return value if kind == "string" else None
@@ -307,7 +314,7 @@ def _convert_scalar(constant: _Constant, target) -> object | None:  # noqa: ANN0
     return None
 
 
-def _arrow_type_for(target):  # noqa: ANN001, ANN202
+def _arrow_type_for(target: ClickHouseType) -> pa.DataType:
     import pyarrow as pa
 
     name = target.name
@@ -323,7 +330,7 @@ def _arrow_type_for(target):  # noqa: ANN001, ANN202
     return pa.binary()
 
 
-def _hash_values(values: list, element_type) -> np.ndarray:  # noqa: ANN001
+def _hash_values(values: list, element_type: ClickHouseType) -> np.ndarray:
     """bloom_filter value hashes of converted constants of ClickHouse type ``element_type``."""
     import pyarrow as pa
 
@@ -360,15 +367,11 @@ class _BloomAtom:
     def evaluate(self, filters: _GranuleFilters) -> np.ndarray:
         result = np.ones(filters.granule_count, dtype=bool)
         for column, hashes in self.components:
+            present = filters.hashes_present(column, hashes)  # (granules, values)
             if self.function == "has_all":
-                part = np.ones(filters.granule_count, dtype=bool)
-                for value_hash in hashes:
-                    part &= filters.hash_may_be_present(column, int(value_hash))
+                result &= present.all(axis=1)
             else:
-                part = np.zeros(filters.granule_count, dtype=bool)
-                for value_hash in hashes:
-                    part |= filters.hash_may_be_present(column, int(value_hash))
-            result &= part
+                result &= present.any(axis=1)
         return result
 
 
@@ -389,14 +392,27 @@ class _TextAtom:
         return True
 
     def evaluate(self, filters: _GranuleFilters) -> np.ndarray:
-        match_all = self.function == "has_all"
-        result = np.full(filters.granule_count, match_all, dtype=bool)
-        for probes in self.alternatives:
-            part = np.ones(filters.granule_count, dtype=bool)
-            for column, tokens in probes:
-                part &= filters.tokens_may_be_present(column, tokens)
-            result = (result & part) if match_all else (result | part)
-        return result
+        count = filters.granule_count
+        # alternative_ok[g, a]: granule g holds every token alternative a needs, on every column.
+        alternative_ok = np.ones((count, len(self.alternatives)), dtype=bool)
+        columns = {column for probes in self.alternatives for column, _ in probes}
+        for column in columns:
+            token_lists = [
+                [
+                    token
+                    for probe_column, tokens in probes
+                    if probe_column == column
+                    for token in tokens
+                ]
+                for probes in self.alternatives
+            ]
+            alternative_ok &= filters.token_sets_present(column, token_lists)
+        if self.function == "has_all":
+            return alternative_ok.all(axis=1)
+        return alternative_ok.any(axis=1)
+
+
+_AtomResult = _BloomAtom | _TextAtom | object | None
 
 
 @dataclass(frozen=True)
@@ -414,7 +430,7 @@ class _Element:
 class _GranuleFilters:
     """The filters of one index column by column, laid out for one test over all granules."""
 
-    def __init__(self, index, definition) -> None:  # noqa: ANN001
+    def __init__(self, index: SkipIndex, definition: IndexDefinition) -> None:
         self.index = index
         self.definition = definition
         self.granule_count = int(index.index_granule_count)
@@ -436,41 +452,72 @@ class _GranuleFilters:
             self._matrices[column] = groups
         return self._matrices[column]
 
-    def hash_may_be_present(self, column: int, value_hash: int) -> np.ndarray:
-        """bloom_filter: whether all k bits of ``value_hash`` are set, per granule."""
+    def _test(self, matrix: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``out[g, i, j]``: bit ``positions[i, j]`` of row g of ``matrix`` is set.
+
+        One ``bits.test_bits`` call per slice of granules over the flattened matrix, the slices
+        sized to bound the temporary position array.
+        """
         from bloomskip import bits
 
-        result = np.ones(self.granule_count, dtype=bool)
+        rows, width = matrix.shape
+        flat = matrix.reshape(-1)
+        per_row = max(1, positions.size)
+        step = max(1, _PROBE_BATCH // per_row)
+        out = np.empty((rows, *positions.shape), dtype=bool)
+        row_bits = np.uint64(8 * width)
+        for first in range(0, rows, step):
+            row_numbers = np.arange(first, min(rows, first + step), dtype=np.uint64)
+            absolute = row_numbers.reshape(-1, *([1] * positions.ndim)) * row_bits + positions
+            out[first : first + step] = bits.test_bits(flat, absolute.reshape(-1)).reshape(
+                absolute.shape
+            )
+        return out
+
+    def hashes_present(self, column: int, value_hashes: np.ndarray) -> np.ndarray:
+        """bloom_filter: ``out[g, i]`` = all k bits of value hash i are set in granule g."""
+        from bloomskip import bits
+
+        result = np.ones((self.granule_count, len(value_hashes)), dtype=bool)
+        if not len(value_hashes):
+            return result
         for granules, matrix in self._groups(column):
             width = matrix.shape[1]
             if width == 0:
                 continue  # an empty filter proves nothing: keep the granule
-            query = np.zeros(width, dtype=np.uint8)
-            bits.seeded_add(
-                query,
-                np.array([value_hash], dtype=np.uint64),
-                8 * width,
-                self.definition.hash_functions,
+            positions = bits.seeded_positions(
+                value_hashes, 8 * width, self.definition.hash_functions
             )
-            result[granules] = bits.covers_rows(matrix, query)
+            result[granules] = self._test(matrix, positions).all(axis=2)
         return result
 
-    def tokens_may_be_present(self, column: int, tokens: tuple[bytes, ...]) -> np.ndarray:
-        """Text index: whether the query filter of ``tokens`` is a subset, per granule."""
+    def token_sets_present(self, column: int, token_lists: list[list[bytes]]) -> np.ndarray:
+        """Text index: ``out[g, a]`` = the query filter of ``token_lists[a]`` is a subset of
+        granule g's filter (an empty token list is contained in every filter)."""
         from bloomskip import bits
 
-        result = np.ones(self.granule_count, dtype=bool)
-        if not tokens:
-            return result  # an empty query filter is contained in every filter
+        result = np.ones((self.granule_count, len(token_lists)), dtype=bool)
+        unique = sorted({token for tokens in token_lists for token in tokens})
+        if not unique:
+            return result
         size = self.definition.size_bytes
-        query = np.zeros(size, dtype=np.uint8)
-        bits.pair_add(
-            query, list(tokens), self.definition.seed, 8 * size, self.definition.hash_functions
+        positions = bits.pair_positions(
+            unique, self.definition.seed, 8 * size, self.definition.hash_functions
         )
+        number = {token: i for i, token in enumerate(unique)}
+        # Each alternative's tokens as a run of token numbers; reduceat ANDs every run.
+        order = [number[token] for tokens in token_lists for token in tokens]
+        lengths = np.array([len(tokens) for tokens in token_lists])
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        non_empty = lengths > 0
         for granules, matrix in self._groups(column):
             if matrix.shape[1] != size:
                 continue  # malformed width: keep the granules rather than guess
-            result[granules] = bits.covers_rows(matrix, query)
+            token_present = self._test(matrix, positions).all(axis=2)[:, order]
+            runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
+            block = np.ones((len(granules), len(token_lists)), dtype=bool)
+            block[:, non_empty] = runs
+            result[granules] = block
         return result
 
 
@@ -493,7 +540,7 @@ class IndexCondition:
         False
     """
 
-    def __init__(self, where: str, definition, rpn: list[_Element]) -> None:  # noqa: ANN001
+    def __init__(self, where: str, definition: IndexDefinition, rpn: list[_Element]) -> None:
         self.where = where
         self.definition = definition
         self.rpn = rpn
@@ -504,7 +551,7 @@ class IndexCondition:
         """How many atoms of the predicate the index can evaluate."""
         return sum(1 for element in self.rpn if element.op == "atom")
 
-    def may_match(self, index) -> np.ndarray:  # noqa: ANN001 - SkipIndex
+    def may_match(self, index: SkipIndex) -> np.ndarray:
         """Which index granules may hold a row satisfying the predicate.
 
         Args:
@@ -581,7 +628,7 @@ def _is_useful(rpn: list[_Element]) -> bool:
 # Compilation
 
 
-def _canonical(node) -> str:  # noqa: ANN001
+def _canonical(node: exp.Expression) -> str:
     """A comparable name for an expression (ClickHouse compares column names of DAG nodes)."""
     from sqlglot import exp
 
@@ -592,7 +639,7 @@ def _canonical(node) -> str:  # noqa: ANN001
     return node.sql(dialect="clickhouse")
 
 
-def _parse(sql: str):  # noqa: ANN202
+def _parse(sql: str) -> exp.Expression:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
@@ -602,7 +649,9 @@ def _parse(sql: str):  # noqa: ANN202
         raise ConditionError(f"cannot parse WHERE expression {sql!r}: {exc}") from exc
 
 
-def _index_column_types(definition, column_types) -> list:  # noqa: ANN001
+def _index_column_types(
+    definition: IndexDefinition, column_types: Mapping[str, str] | Sequence[str]
+) -> list[ClickHouseType]:
     from bloomskip.clickhouse.types import parse_clickhouse_type
 
     expressions = list(definition.expressions)
@@ -622,7 +671,9 @@ def _index_column_types(definition, column_types) -> list:  # noqa: ANN001
     return [parse_clickhouse_type(str(text)) for text in texts]
 
 
-def compile_condition(where: str, definition, column_types) -> IndexCondition:  # noqa: ANN001
+def compile_condition(
+    where: str, definition: IndexDefinition, column_types: Mapping[str, str] | Sequence[str]
+) -> IndexCondition:
     """Compile a WHERE expression against one skip index.
 
     Args:
@@ -661,7 +712,7 @@ _INVERSE.update({"like": "notLike", "notLike": "like", "globalIn": "globalNotIn"
 _INVERSE["globalNotIn"] = "globalIn"
 
 
-def _function_of(node) -> tuple[str, list] | None:  # noqa: ANN001
+def _function_of(node: exp.Expression) -> _Function | None:
     """The ClickHouse function name and arguments of a sqlglot node, or None for non-functions."""
     from sqlglot import exp
 
@@ -700,13 +751,13 @@ def _function_of(node) -> tuple[str, list] | None:  # noqa: ANN001
 class _RpnBuilder:
     """WHERE tree -> RPN, with the atom extraction left to the index type."""
 
-    def __init__(self, sql: str, keys: list[str], types: list) -> None:  # noqa: ANN001
+    def __init__(self, sql: str, keys: list[str], types: list[ClickHouseType]) -> None:
         self.sql = sql
         self.constants = _ConstantReader(sql)
         self.keys = keys
         self.types = types
 
-    def key_position(self, node) -> int | None:  # noqa: ANN001
+    def key_position(self, node: exp.Expression) -> int | None:
         name = _canonical(node)
         return self.keys.index(name) if name in self.keys else None
 
@@ -714,12 +765,12 @@ class _RpnBuilder:
         name = _canonical(_parse(text))
         return self.keys.index(name) if name in self.keys else None
 
-    def build(self, tree) -> list[_Element]:  # noqa: ANN001
+    def build(self, tree: exp.Expression) -> list[_Element]:
         rpn: list[_Element] = []
         self._traverse(tree, rpn, negate=False)
         return rpn
 
-    def _traverse(self, node, rpn: list[_Element], negate: bool) -> None:  # noqa: ANN001
+    def _traverse(self, node: exp.Expression, rpn: list[_Element], negate: bool) -> None:
         from sqlglot import exp
 
         while isinstance(node, exp.Paren):
@@ -748,7 +799,9 @@ class _RpnBuilder:
         if negate:
             rpn.append(_Element("not"))
 
-    def _append_atom(self, node, function, rpn: list[_Element]) -> None:  # noqa: ANN001
+    def _append_atom(
+        self, node: exp.Expression, function: _Function | None, rpn: list[_Element]
+    ) -> None:
         constant = self.constants.read(node)
         if constant is None and function is not None and self._is_empty_string_test(function):
             rpn.append(_Element("unknown"))
@@ -765,10 +818,11 @@ class _RpnBuilder:
         else:
             rpn.append(_Element("atom", atom))
 
-    def atom(self, node, function):  # noqa: ANN001, ANN201
+    def atom(self, node: exp.Expression, function: _Function) -> _AtomResult:
+        """The atom for one non-logical node, ``_UNKNOWN``, or None (no atom)."""
         raise NotImplementedError
 
-    def _is_empty_string_test(self, function) -> bool:  # noqa: ANN001
+    def _is_empty_string_test(self, function: _Function) -> bool:
         """``s = ''`` / ``s != ''`` on a plain String or FixedString index column.
 
         ClickHouse rewrites these into ``empty(s)`` / ``notEmpty(s)``, which no Bloom-filter
@@ -787,7 +841,7 @@ class _RpnBuilder:
                 return True
         return False
 
-    def set_values(self, argument) -> list[_Constant] | None:  # noqa: ANN001
+    def set_values(self, argument: object) -> list[_Constant] | None:
         """The explicit elements of an IN set, or None (subquery, table, non-constant)."""
         from sqlglot import exp
 
@@ -817,7 +871,9 @@ class _RpnBuilder:
 class _BloomRpnBuilder(_RpnBuilder):
     """``MergeTreeIndexConditionBloomFilter::extractAtomFromTree``."""
 
-    def atom(self, node, function, parent=None):  # noqa: ANN001, ANN201
+    def atom(
+        self, node: exp.Expression, function: _Function, parent: _Function | None = None
+    ) -> _AtomResult:
         name, arguments = function
         if parent is None:
             # indexOf(...) is looked for one level down, inside a comparison.
@@ -850,7 +906,9 @@ class _BloomRpnBuilder(_RpnBuilder):
                 return self._equals(name, right, constant, parent)
         return None
 
-    def _equals(self, name, key, constant, parent):  # noqa: ANN001, ANN202
+    def _equals(
+        self, name: str, key: exp.Expression, constant: _Constant, parent: _Function | None
+    ) -> _AtomResult:
         position = self.key_position(key)
         if position is not None:
             index_type = self.types[position]
@@ -922,7 +980,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             return self._map_element(name, key_arguments, [constant])
         return None
 
-    def _map_element(self, name, key_arguments, values):  # noqa: ANN001, ANN202
+    def _map_element(self, name: str, key_arguments: list, values: list[_Constant]) -> _AtomResult:
         """``m['k'] = v`` / ``m['k'] IN (...)`` with a mapKeys(m) or mapValues(m) index."""
         map_node, lookup = key_arguments
         # A missing key reads as the default value, so comparing with it proves nothing.
@@ -954,7 +1012,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             return _BloomAtom(function, ((map_values, _hash_values(kept, element_type)),))
         return None
 
-    def _in(self, name, key, values):  # noqa: ANN001, ANN202
+    def _in(self, name: str, key: exp.Expression, values: list[_Constant]) -> _AtomResult:
         function = "not_in" if name in ("notIn", "globalNotIn") else "in"
         position = self.key_position(key)
         if position is not None:
@@ -992,7 +1050,7 @@ def _scalar_set(values: list[_Constant]) -> list[_Constant]:
     return values
 
 
-def _set_elements(values: list[_Constant], element_type) -> list | None:  # noqa: ANN001
+def _set_elements(values: list[_Constant], element_type: ClickHouseType) -> list | None:
     """Set elements converted to the key's type, or None when the set cannot be used.
 
     ClickHouse builds the set in the key's type and leaves out NULLs and numbers the type cannot
@@ -1020,7 +1078,7 @@ def _is_default(constant: _Constant) -> bool:
     return constant.value in (0, 0.0, b"", False) or constant.kind == "null"
 
 
-def _index_of_implies_has(parent, constants: _ConstantReader) -> bool:  # noqa: ANN001
+def _index_of_implies_has(parent: _Function | None, constants: _ConstantReader) -> bool:
     """Whether the comparison around ``indexOf(arr, x)`` implies that arr contains x."""
     if parent is None:
         return True
@@ -1076,11 +1134,13 @@ _TEXT_FUNCTIONS = {
 class _TextRpnBuilder(_RpnBuilder):
     """``MergeTreeConditionBloomFilterText::extractAtomFromTree``."""
 
-    def __init__(self, sql, keys, types, tokenizer: QueryTokenizer) -> None:  # noqa: ANN001
+    def __init__(
+        self, sql: str, keys: list[str], types: list[ClickHouseType], tokenizer: QueryTokenizer
+    ) -> None:
         super().__init__(sql, keys, types)
         self.tokenizer = tokenizer
 
-    def atom(self, node, function):  # noqa: ANN001, ANN201
+    def atom(self, node: exp.Expression, function: _Function) -> _AtomResult:
         name, arguments = function
         if len(arguments) != 2:
             return None
@@ -1098,7 +1158,7 @@ class _TextRpnBuilder(_RpnBuilder):
                 return self._equals(name, right, constant)
         return None
 
-    def _equals(self, name, key, constant):  # noqa: ANN001, ANN202
+    def _equals(self, name: str, key: exp.Expression, constant: _Constant) -> _AtomResult:
         if constant.kind not in ("string", "array"):
             return None
         key_position = self.key_position(key)
@@ -1198,7 +1258,7 @@ class _TextRpnBuilder(_RpnBuilder):
     def _single(function: str, position: int, token_list: list[bytes]) -> _TextAtom:
         return _TextAtom(function, (((position, tuple(token_list)),),))
 
-    def _in(self, name, left, right):  # noqa: ANN001, ANN202
+    def _in(self, name: str, left: exp.Expression, right: object) -> _AtomResult:
         values = self.set_values(right)
         if values is None:
             return None

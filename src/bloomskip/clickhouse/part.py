@@ -30,6 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,13 +38,18 @@ from bloomskip.clickhouse import compression
 from bloomskip.clickhouse.marks import Marks, MarksFormat, PackedArchive, read_marks
 from bloomskip.errors import BloomskipError, FormatError
 
+if TYPE_CHECKING:  # the engine modules are imported when an index is read, not at import time
+    from bloomskip.clickhouse.ddl import IndexDefinition
+    from bloomskip.clickhouse.index import SkipIndex
+
 #: MergeTree's default ``index_granularity``.
 DEFAULT_INDEX_GRANULARITY = 8192
 PACKED_ARCHIVE = "skp_idx.packed"
 #: Marks extensions in the order they are looked for.
 _MARKS_EXTENSIONS = (".cmrk2", ".mrk2", ".cmrk4", ".mrk4", ".cmrk", ".mrk", ".cmrk3", ".mrk3")
-_SUBSTREAMS_LINE = re.compile(r"^(\d+) substreams for column ", re.MULTILINE)
-_COLUMNS_LINE = re.compile(r"^(\d+) columns:", re.MULTILINE)
+# Matched on bytes: a corrupt listing must give a FormatError, not a decoding error.
+_SUBSTREAMS_LINE = re.compile(rb"^(\d{1,6}) substreams for column ", re.MULTILINE)
+_COLUMNS_LINE = re.compile(rb"^(\d{1,6}) columns:", re.MULTILINE)
 #: A sane ceiling for a count.txt row count (ClickHouse parts are far smaller).
 _MAX_ROWS = 1 << 48
 
@@ -70,8 +76,8 @@ class StoredIndex:
         marks_format: The marks layout.
     """
 
-    definition: object
-    skip_index: object
+    definition: IndexDefinition
+    skip_index: SkipIndex
     column_types: tuple[str, ...]
     compressed_bytes: int
     uncompressed_bytes: int
@@ -171,7 +177,11 @@ class Part:
         self.settings = table_settings(table_sql)
         self.rows = self._read_row_count()
         codec_file = self.path / "default_compression_codec.txt"
-        self.default_codec = codec_file.read_text().strip() if codec_file.exists() else None
+        self.default_codec = (
+            codec_file.read_bytes().decode("utf-8", "replace").strip()
+            if codec_file.exists()
+            else None
+        )
         self._packed: PackedArchive | None = None
         self.part_type = "Compact" if self._find_marks("data") else "Wide"
         self.data_marks_format, self.granule_rows = self._read_granule_rows()
@@ -239,12 +249,12 @@ class Part:
             listing = self.path / "columns_substreams.txt"
             if not listing.exists():
                 raise PartError(f"{listing} is missing: needed to read {fmt.extension} marks")
-            counts = _SUBSTREAMS_LINE.findall(listing.read_text())
+            counts = _SUBSTREAMS_LINE.findall(listing.read_bytes())
         else:
             listing = self.path / "columns.txt"
             if not listing.exists():
                 raise PartError(f"{listing} is missing: needed to read {fmt.extension} marks")
-            counts = _COLUMNS_LINE.findall(listing.read_text())[:1]
+            counts = _COLUMNS_LINE.findall(listing.read_bytes())[:1]
         total = sum(int(count) for count in counts)
         if total < 1:
             raise FormatError(
@@ -306,7 +316,7 @@ class Part:
 
     # -- skip indexes ---------------------------------------------------------------------------
 
-    def definition(self, name: str):  # noqa: ANN201 - an IndexDefinition
+    def definition(self, name: str) -> IndexDefinition:
         """The definition of index ``name``.
 
         Raises:
@@ -473,8 +483,8 @@ class Part:
 
 
 def _check_granule_lengths(
-    definition, data: bytes, starts: np.ndarray, column_count: int, source: str
-) -> None:  # noqa: ANN001 - an IndexDefinition
+    definition: IndexDefinition, data: bytes, starts: np.ndarray, column_count: int, source: str
+) -> None:
     """Every granule between two marks must be exactly as long as its own header says."""
     ends = np.append(starts[1:], len(data)).astype(np.int64)
     if definition.type == "bloom_filter":

@@ -21,9 +21,13 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bloomskip.errors import BloomskipError
+
+if TYPE_CHECKING:  # kept out of the import path: registering the commands must stay cheap
+    from bloomskip.clickhouse.ddl import IndexDefinition
+    from bloomskip.clickhouse.part import Part
 
 #: A granule whose estimated false-positive rate reaches this is flagged as saturated.
 DEFAULT_SATURATION_FPR = 0.5
@@ -98,7 +102,7 @@ class PartCommandError(BloomskipError):
     """A user error of ``inspect`` / ``explain`` (bad file, unknown index)."""
 
 
-def _open_part(args: argparse.Namespace):  # noqa: ANN202 - a Part
+def _open_part(args: argparse.Namespace) -> Part:
     from bloomskip.clickhouse.part import Part
 
     if args.table_ddl is not None:
@@ -114,7 +118,7 @@ def _open_part(args: argparse.Namespace):  # noqa: ANN202 - a Part
     return Part.open(args.part_dir, sql)
 
 
-def _selected_names(part, requested: list[str] | None) -> list[str]:  # noqa: ANN001
+def _selected_names(part: Part, requested: list[str] | None) -> list[str]:
     if not requested:
         if not part.indexes:
             raise PartCommandError("the table has no bloom_filter, ngrambf_v1 or tokenbf_v1 index")
@@ -127,7 +131,7 @@ def _selected_names(part, requested: list[str] | None) -> list[str]:  # noqa: AN
 # -- explain -----------------------------------------------------------------------------------
 
 
-def explain_part(part, where: str, names: list[str] | None = None) -> dict[str, Any]:  # noqa: ANN001
+def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict[str, Any]:
     """Evaluate ``where`` against each index of ``part`` alone.
 
     Args:
@@ -239,7 +243,7 @@ def estimate_distinct_items(bits_set: float, bit_count: float, hash_functions: i
 
 
 def recommend_parameters(
-    definition,  # noqa: ANN001 - an IndexDefinition
+    definition: IndexDefinition,
     distinct_items: float,
     target_fpr: float,
 ) -> dict[str, Any]:
@@ -297,7 +301,7 @@ def recommend_parameters(
 
 
 def inspect_part(
-    part,  # noqa: ANN001 - a Part
+    part: Part,
     names: list[str] | None = None,
     *,
     saturation_fpr: float = DEFAULT_SATURATION_FPR,
@@ -364,7 +368,7 @@ def inspect_part(
     return report
 
 
-def _parameters(definition) -> dict[str, Any]:  # noqa: ANN001
+def _parameters(definition: IndexDefinition) -> dict[str, Any]:
     if definition.type == "bloom_filter":
         return {
             "false_positive_rate": definition.false_positive_rate,
@@ -382,7 +386,7 @@ def _parameters(definition) -> dict[str, Any]:  # noqa: ANN001
 
 
 def _summary(
-    definition,  # noqa: ANN001
+    definition: IndexDefinition,
     statistics: list[dict[str, Any]],
     saturation_fpr: float,
     target_fpr: float,
@@ -437,7 +441,8 @@ def inspect_command(args: argparse.Namespace) -> int:
             continue
         print(
             f"  {entry['index_granules']} index granules; {entry['compressed_bytes']} bytes on "
-            f"disk ({', '.join(entry['codecs'])}, {entry['blocks']} blocks), "
+            f"disk ({', '.join(entry['codecs'])}, {entry['blocks']} block"
+            f"{'' if entry['blocks'] == 1 else 's'}), "
             f"{entry['uncompressed_bytes']} uncompressed, marks {entry['marks_bytes']} bytes "
             f"({entry['marks_format']})"
         )

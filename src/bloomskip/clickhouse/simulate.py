@@ -27,9 +27,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bloomskip.errors import BloomskipError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from bloomskip.clickhouse.ddl import IndexDefinition
 
 __all__ = ["IndexReport", "PredicateReport", "SimulateError", "register", "simulate"]
 
@@ -198,7 +203,7 @@ def _parse_column_types(items: list[str]) -> dict[str, str]:
     return types
 
 
-def read_table(path: str, columns: list[str]):  # noqa: ANN201 - pyarrow.Table
+def read_table(path: str, columns: list[str]) -> pa.Table:
     """Read the columns an index needs from a Parquet, Arrow IPC or CSV file.
 
     Args:
@@ -230,7 +235,7 @@ def read_table(path: str, columns: list[str]):  # noqa: ANN201 - pyarrow.Table
     return table.select(columns)
 
 
-def _read_any(source: Path, columns: list[str]):  # noqa: ANN202
+def _read_any(source: Path, columns: list[str]) -> pa.Table:
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.ipc as ipc
@@ -254,8 +259,8 @@ def _read_any(source: Path, columns: list[str]):  # noqa: ANN202
 
 
 def simulate(
-    table,  # noqa: ANN001 - pyarrow.Table
-    definitions: list,
+    table: pa.Table,
+    definitions: list[IndexDefinition],
     predicates: list[str],
     *,
     index_granularity: int = DEFAULT_INDEX_GRANULARITY,

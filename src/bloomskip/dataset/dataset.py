@@ -77,6 +77,8 @@ class Dataset:
     Raises:
         BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
 
+    A ``Dataset`` caches the decoded index between queries; use one per thread.
+
     Example:
         >>> ds = Dataset("logs/")  # doctest: +SKIP
         >>> ds.build_index(["user_id TYPE bloom_filter(0.01)", "msg TYPE tokenbf_v1(8192, 3, 0)"])
@@ -218,7 +220,7 @@ class Dataset:
         """
         from bloomskip.dataset.prune import CHANGED, file_states, prune
         from bloomskip.dataset.translate import parse_where
-        from bloomskip.errors import FormatError
+        from bloomskip.errors import BloomskipError, FormatError
 
         parse_where(where)  # a malformed WHERE is the user's error, reported before any work
         warnings = []
@@ -229,7 +231,10 @@ class Dataset:
             warnings.append(f"index ignored, scanning every file: {exc}")
         if sidecar is None and not warnings:
             warnings.append(f"no index at {self.sidecar_path}: scanning every file")
-        states = file_states(self.files, self.root, sidecar, self._layouts)
+        try:
+            states = file_states(self.files, self.root, sidecar, self._layouts)
+        except OSError as exc:
+            raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
         result = prune(where, states, sidecar, self._engine_cache)
         for state in states:
             if sidecar is not None and state.entry is None:

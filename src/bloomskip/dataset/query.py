@@ -12,6 +12,7 @@ from bloomskip.dataset.prune import PruneResult
 from bloomskip.errors import BloomskipError
 
 VIEW_NAME = "bloomskip_dataset"
+ROW_NUMBER = "file_row_number"
 
 
 def surviving_dataset(result: PruneResult, schema):
@@ -61,6 +62,58 @@ def surviving_dataset(result: PruneResult, schema):
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
 
 
+def parquet_source(result: PruneResult) -> str:
+    """Return a DuckDB table expression reading only the surviving row groups of Parquet files.
+
+    DuckDB's own reader is used (parallel, and it decodes the other columns only where the
+    filter column matches), restricted to the surviving row groups by ``file_row_number``
+    ranges, which DuckDB turns into row-group skipping. Files with no survivor are not opened;
+    files where everything survives are read whole.
+
+    Args:
+        result: The pruning result (Parquet files only).
+
+    Returns:
+        SQL for the ``FROM`` clause, e.g. ``(SELECT * EXCLUDE (file_row_number) FROM ...)``.
+
+    Example:
+        >>> parquet_source(result)  # doctest: +SKIP
+        "(SELECT * EXCLUDE (file_row_number) FROM read_parquet('/d/a.parquet', ...) WHERE ...)"
+    """
+    import numpy as np
+
+    parts = []
+    whole = []
+    for state, keep in zip(result.files, result.keep, strict=True):
+        if not keep.any():
+            continue
+        path = "'" + str(state.source.path).replace("'", "''") + "'"
+        if keep.all():
+            whole.append(path)
+            continue
+        ends = np.cumsum(state.layout.rows)
+        starts = ends - state.layout.rows
+        # Runs of consecutive surviving row groups become one row-number range each.
+        edges = np.diff(np.concatenate(([0], keep.astype(np.int8), [0])))
+        first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        ranges = " OR ".join(
+            f"({ROW_NUMBER} >= {starts[a]} AND {ROW_NUMBER} < {ends[b - 1]})"
+            for a, b in zip(first, stop, strict=True)
+        )
+        parts.append(
+            f"SELECT * EXCLUDE ({ROW_NUMBER}) FROM read_parquet({path}, {ROW_NUMBER}=true) "
+            f"WHERE {ranges}"
+        )
+    if whole:
+        # One reader over all whole files: DuckDB spreads them over its threads.
+        parts.insert(0, f"SELECT * FROM read_parquet([{', '.join(whole)}])")
+    if not parts:
+        # Every row group was ruled out: an empty relation with the dataset's columns.
+        first_file = "'" + str(result.files[0].source.path).replace("'", "''") + "'"
+        parts.append(f"SELECT * FROM read_parquet({first_file}) LIMIT 0")
+    return "(" + " UNION ALL BY NAME ".join(parts) + ")"
+
+
 def select_list(columns: list[str] | str | None) -> str:
     """Return the DuckDB select list for ``columns`` (names, or ClickHouse expression text).
 
@@ -80,7 +133,7 @@ def select_list(columns: list[str] | str | None) -> str:
     """
     from bloomskip.dataset.translate import clickhouse_to_duckdb
 
-    if columns is None:
+    if columns is None or (isinstance(columns, str) and columns.strip() == "*"):
         return "*"
     if isinstance(columns, str):
         import sqlglot
@@ -124,13 +177,9 @@ def run_query(
 
     condition = clickhouse_to_duckdb(where)
     projection = select_list(columns)
-    if all(state.source.format == "parquet" for state in result.files) and all(
-        keep.all() for keep in result.keep
-    ):
-        # Nothing to skip: DuckDB's own parallel Parquet reader is the fastest full scan.
-        listing = ", ".join("'" + str(s.source.path).replace("'", "''") + "'" for s in result.files)
-        source = f"read_parquet([{listing}])"
-        dataset = None
+    dataset = None
+    if all(s.source.format == "parquet" for s in result.files) and ROW_NUMBER not in schema.names:
+        source = parquet_source(result)
     else:
         source = VIEW_NAME
         dataset = surviving_dataset(result, schema)

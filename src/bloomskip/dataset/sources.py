@@ -144,6 +144,11 @@ def sniff_format(path: Path) -> str:
     raise BloomskipError(f"{path}: not a Parquet file nor an Arrow IPC file (magic {head!r})")
 
 
+def _ignored(path: Path, root: Path) -> bool:
+    # pyarrow.dataset's default ignore_prefixes: any entry under the root named "_*" or ".*".
+    return any(part.startswith(("_", ".")) for part in path.relative_to(root).parts)
+
+
 def is_glob(text: str) -> bool:
     """Return True when ``text`` holds a glob wildcard (``*``, ``?`` or ``[``)."""
     return any(character in GLOB_CHARACTERS for character in text)
@@ -183,11 +188,18 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
     if path.is_file():
         return path.resolve().parent, [SourceFile(path.resolve(), sniff_format(path))]
     if path.is_dir():
-        import pyarrow.dataset as pads
+        import pyarrow.fs as pafs
 
-        found = pads.dataset(str(path), format="parquet").files
         root = path.resolve()
-        files = [SourceFile(Path(name).resolve(), "parquet") for name in found]
+        selector = pafs.FileSelector(str(root), recursive=True)
+        found = [
+            Path(info.path)
+            for info in pafs.LocalFileSystem().get_file_info(selector)
+            if info.type == pafs.FileType.File and not _ignored(Path(info.path), root)
+        ]
+        files = [SourceFile(name, sniff_format(name)) for name in found]
+        if any(source.format != "parquet" for source in files):
+            raise BloomskipError(f"{text}: a directory dataset must hold only Parquet files")
     elif is_glob(text):
         root = glob_root(text).resolve()
         matched = [Path(name) for name in glob.glob(text, recursive=True)]
