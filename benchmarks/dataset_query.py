@@ -74,6 +74,13 @@ def main() -> None:
     plain_files = [str(f.path) for f in dataset.files]
     bloom_files = sorted(str(p) for p in with_bloom.glob("logs-*.parquet"))
 
+    # DuckDB must see the Parquet Bloom filters pyarrow wrote (an absent id is excluded).
+    probe = duckdb.sql(
+        f"SELECT bool_and(bloom_filter_excludes) FROM parquet_bloom_probe('{bloom_files[0]}', "
+        "'user_id', 12345)"
+    ).fetchall()
+    assert probe == [(True,)], "pyarrow wrote no Parquet Bloom filter DuckDB can use"
+
     read_started = time.perf_counter()
     for path in plain_files:
         pq.read_table(path, columns=["user_id", "message"])

@@ -1506,6 +1506,16 @@ static inline void pair_add_to(u8 *filter, const fastmod_t *fm, const u8 *p, siz
         bit_set(filter, fastmod(fm, h1 + (u64)j * h2 + (u64)j * (u64)j));
 }
 
+static inline int is_ascii(const u8 *s, size_t len) {
+    u64 acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8)
+        acc |= load64(s + i);
+    for (; i < len; i++)
+        acc |= s[i];
+    return (acc & 0x8080808080808080ULL) == 0;
+}
+
 /* Add every token of one string, as ClickHouse's forEachTokenToBloomFilter does. */
 static void text_add_string(u8 *filter, const fastmod_t *fm, const u8 *s, size_t len, int tokenizer,
                             size_t n, u64 seed, u64 seed2, long k) {
@@ -1513,6 +1523,12 @@ static void text_add_string(u8 *filter, const fastmod_t *fm, const u8 *s, size_t
         /* n-grams of n code points; the last window may be clipped at the end of the string. */
         if (len < n)
             return;
+        if (is_ascii(s, len)) {
+            /* Every code point is one byte: the n-grams are the byte windows. */
+            for (size_t pos = 0; pos + n <= len; pos++)
+                pair_add_to(filter, fm, s + pos, n, seed, seed2, k);
+            return;
+        }
         size_t pos = 0;
         while (pos < len) {
             size_t start = pos, tlen = 0, cps = 0;

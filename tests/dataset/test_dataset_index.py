@@ -176,3 +176,12 @@ def test_sigkill_during_build_leaves_old_index_or_none(tmp_path: Path) -> None:
             old = current
     assert "old" in outcomes, outcomes
     assert killed_while_writing  # at least one kill landed while the new sidecar was written
+
+
+def test_file_without_the_index_column_is_a_user_error(tmp_path: Path) -> None:
+    directory = tmp_path / "mixed"
+    write_dataset(directory, [(200, 50)])
+    pq.write_table(make_table(100, 3, 500).drop_columns(["s"]), directory / "part-5.parquet")
+    with pytest.raises(BloomskipError, match="part-5.parquet: cannot index it"):
+        Dataset(directory).build_index(INDEXES, progress=False)
+    assert not (directory / "_bloomskip.index").exists()

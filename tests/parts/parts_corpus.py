@@ -8,8 +8,11 @@ tests only read files and these recorded answers.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +27,8 @@ COLUMNS = """
     fs FixedString(3),
     lc LowCardinality(String),
     f Float64,
-    d Date"""
+    d Date,
+    data UInt8"""
 
 INDEXES = {
     "i_v": "v TYPE bloom_filter(0.025) GRANULARITY 1",
@@ -55,7 +59,10 @@ SELECT
     toFixedString(toString(100 + intDiv(number, 500)), 3) AS fs,
     concat('c', toString(intDiv(number, 250))) AS lc,
     intDiv(number, 100) / 4 AS f,
-    toDate('2024-01-01') + intDiv(number, 200) AS d
+    toDate('2024-01-01') + intDiv(number, 200) AS d,
+    -- A column named "data": Wide parts then hold data.bin + data.mrk2, like a Compact part's
+    -- data.bin + data.mrk4.
+    number % 3 AS data
 FROM numbers({start}, {count})
 """
 
@@ -208,6 +215,52 @@ def parse_explain_selected(text: str, index: str) -> int:
 
 
 def build_corpus(root: Path) -> dict[str, BuiltPart]:
+    """Build every layout in a child process and load what ClickHouse answered.
+
+    chdb allows one embedded server (one data path) per process, and other test modules open
+    their own; a child process keeps this corpus independent of them.
+    """
+    result = root / "corpus.json"
+    subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(root), str(result)],
+        check=True,
+        timeout=600,
+    )
+    loaded = json.loads(result.read_text())
+    return {
+        layout: BuiltPart(
+            layout=layout,
+            part_dir=Path(entry["part_dir"]),
+            table_sql=Path(entry["table_sql"]),
+            part_type=entry["part_type"],
+            rows=entry["rows"],
+            granule_rows=entry["granule_rows"],
+            index_sizes={name: tuple(sizes) for name, sizes in entry["index_sizes"].items()},
+            explain={(index, pred): kept for index, pred, kept in entry["explain"]},
+        )
+        for layout, entry in loaded.items()
+    }
+
+
+def _write_corpus(root: Path, result: Path) -> None:
+    """The child process: build with chdb and write the answers as JSON."""
+    built = _build_with_chdb(root)
+    serialized = {
+        layout: {
+            "part_dir": str(part.part_dir),
+            "table_sql": str(part.table_sql),
+            "part_type": part.part_type,
+            "rows": part.rows,
+            "granule_rows": part.granule_rows,
+            "index_sizes": part.index_sizes,
+            "explain": [[index, pred, kept] for (index, pred), kept in part.explain.items()],
+        }
+        for layout, part in built.items()
+    }
+    result.write_text(json.dumps(serialized))
+
+
+def _build_with_chdb(root: Path) -> dict[str, BuiltPart]:
     """Create every layout in one chdb session under ``root`` and query the oracles."""
     from chdb import session
 
@@ -299,3 +352,7 @@ def s_column() -> list[str]:
         f"w{number // 64} tok{number % 7}-x" + (" Привет мир" if number % 500 == 0 else "")
         for number in range(ROWS)
     ]
+
+
+if __name__ == "__main__":
+    _write_corpus(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -85,3 +85,13 @@ def test_path_probe_matches_the_filter() -> None:
                 if probe_variant == variant or variant == "both":
                     assert got == expected.tolist()
                 assert all(got[:100])
+
+
+def test_public_names_resolve() -> None:
+    import bloomskip.tsfile as package
+
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+    assert set(package.__all__) <= set(dir(package))
+    with pytest.raises(AttributeError):
+        _ = package.no_such_name

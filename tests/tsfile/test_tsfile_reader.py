@@ -19,11 +19,12 @@ from bloomskip.tsfile import (
     variants_differ,
     writer_sizing,
 )
+from bloomskip.tsfile import reader as reader_module
 from bloomskip.tsfile.reader import DEFAULT_TAIL_READ, HEAD_SIZE, NodeType
 
 ALL_FILES = [
     "tree_1", "tree_10_cjk", "tree_1000", "tree_wide", "tree_multiflush", "tree_devices",
-    "tree_types", "tree_same_measurement", "table_small", "table_ascii", "table_10k",
+    "tree_types", "tree_same_measurement", "tree_66k", "table_null_tags", "table_small", "table_ascii", "table_10k",
 ]  # fmt: skip
 
 
@@ -50,7 +51,10 @@ def test_series_and_filter_match_the_writer(corpus: dict[str, CorpusFile], name:
     signed.update(paths)
     differ = bool(variants_differ(paths).any())
     assert (signed.serialized_bits() == stored.serialized_bits()) == (not differ)
-    assert differ == (name in {"tree_10_cjk", "tree_1000", "tree_wide", "table_small", "table_10k"})
+    assert differ == (
+        name
+        in {"tree_10_cjk", "tree_1000", "tree_wide", "table_small", "table_10k", "table_null_tags"}
+    )
 
 
 @pytest.mark.parametrize(
@@ -93,8 +97,10 @@ def test_table_paths_match_the_writer(corpus: dict[str, CorpusFile]) -> None:
 
 @pytest.mark.parametrize("name", ALL_FILES)
 def test_every_series_is_found(corpus: dict[str, CorpusFile], name: str) -> None:
+    # Every series; one in 20 of the 66,000-series file (the lookups are the same walk).
+    step = 20 if name == "tree_66k" else 1
     with TsFileReader(corpus[name].path) as reader:
-        for path in _paths(corpus[name]):
+        for path in _paths(corpus[name])[::step]:
             result = reader.lookup(path)
             assert (result.bloom, result.present) == ("maybe", True), path
         for device, measurement in sorted(corpus[name].series, key=repr)[:50]:
@@ -146,6 +152,12 @@ def test_dotted_and_null_tags(corpus: dict[str, CorpusFile]) -> None:
 def test_index_shapes_are_exercised(corpus: dict[str, CorpusFile]) -> None:
     with TsFileReader(corpus["tree_1000"].path) as reader:
         assert reader.metadata.table_roots["root.sg"].node_type == NodeType.INTERNAL_DEVICE
+    with TsFileReader(corpus["tree_66k"].path) as reader:
+        root = reader.metadata.table_roots["root.h"]
+        measurement_root = reader._child(root, 0, False, 1)
+        assert measurement_root.node_type == NodeType.INTERNAL_MEASUREMENT
+        assert reader.lookup("root.h.d1.m65999").present
+        assert not reader.index_contains(("root.h", "d1"), "m66000")
     with TsFileReader(corpus["tree_wide"].path) as reader:
         root = reader.metadata.table_roots["root.wide"]
         measurement_root = reader._child(root, 0, False, 1)
@@ -203,3 +215,27 @@ def test_cjk_series_named_in_the_research_are_hidden_from_java(
         assert reader.lookup("root.sg.设备.温度").present
         assert not stored.contains_with(["root.sg.设备.温度"], signed_tail=True)[0]
     assert np.all(stored.contains_with(reader.series_paths(), signed_tail=False))
+
+
+@pytest.mark.parametrize("read_size", [1, 7, 64, 1000])
+@pytest.mark.parametrize("name", ["tree_1000", "table_null_tags", "tree_wide"])
+def test_index_nodes_read_by_any_prefix(
+    corpus: dict[str, CorpusFile], monkeypatch: pytest.MonkeyPatch, name: str, read_size: int
+) -> None:
+    # Nodes are read by prefix and widened when cut short, wherever the cut falls.
+    monkeypatch.setattr(reader_module, "NODE_READ_SIZE", read_size)
+    with TsFileReader(corpus[name].path) as reader:
+        assert {(s.device, s.measurement) for s in reader.series()} == corpus[name].series
+    with TsFileReader(corpus[name].path) as reader:
+        for device, measurement in sorted(corpus[name].series, key=repr)[::37]:
+            assert reader.index_contains(device, measurement)
+
+
+def test_null_tags_in_internal_device_nodes(corpus: dict[str, CorpusFile]) -> None:
+    with TsFileReader(corpus["table_null_tags"].path) as reader:
+        root = reader.metadata.table_roots["tn"]
+        assert root.node_type == NodeType.INTERNAL_DEVICE
+        assert any(None in key for key in root.keys)
+        assert reader.lookup("tn.null.null.s1").present
+        assert reader.index_contains(("tn", None, None), "s1")
+        assert not reader.index_contains(("tn", "null", None), "s1")

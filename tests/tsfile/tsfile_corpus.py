@@ -226,6 +226,8 @@ def build_corpus(directory: Path) -> dict[str, CorpusFile]:
         rows=2,
         flushes=3,
     )
+    # More than 256 x 256 series in one device: the measurement index gets an internal level.
+    tree("tree_66k", {"root.h.d1": [f"m{i}" for i in range(66_000)]}, rows=1)
     # The C++ writer counts changes of measurement name: 200 devices of one "s1" count as 1.
     tree("tree_same_measurement", {f"root.same.d{i}": ["s1"] for i in range(200)}, rows=1)
     tree(
@@ -246,6 +248,22 @@ def build_corpus(directory: Path) -> dict[str, CorpusFile]:
         tags=["region", "dev"],
         fields=["s1", CJK_MEASUREMENT],
         devices=[("bj", "设备"), ("gz", None), ("sh", "d.x"), (None, "null")],
+    )
+    # Over 256 devices with null tags: internal device nodes whose keys hold null segments.
+    null_tag_devices = {
+        (
+            None if i % 3 == 0 else f"r{i % 7}",
+            None if i % 5 == 0 else f"设备{i}" if i % 2 else f"d{i}",
+        )
+        for i in range(700)
+    }
+    table(
+        "table_null_tags",
+        table="tn",
+        tags=["region", "dev"],
+        fields=["s1"],
+        devices=sorted(null_tag_devices, key=repr),
+        rows=1,
     )
     table(
         "table_ascii",

@@ -9,13 +9,17 @@ parse of the predicate:
    understands (``=``, ``IN``, ``has``, ``LIKE``, ``startsWith``, ...) with its constant already
    reduced to hashes or tokens; anything else is ``unknown``; a numeric constant is ``always
    true`` / ``always false``.
-2. For an index, every atom is tested against every granule at once (one vectorized test per
-   query value over the whole ``(granules, bytes)`` filter matrix), giving a ``can be true`` mask.
+2. For an index, every atom is tested against every granule at once: the bit positions of all
+   its query values (``bits.seeded_positions`` / ``bits.pair_positions``) are looked up in the
+   ``(granules, bytes)`` filter matrix with ``bits.test_bits``, giving a ``can be true`` mask.
 3. The RPN is evaluated over pairs of masks ``(can_be_true, can_be_false)`` exactly as
    ClickHouse's ``BoolMask`` stack does. A granule is skipped only where ``can_be_true`` is false.
 
 An atom never claims more than the index can prove, so a granule holding a matching row is never
 skipped; ``!=``, ``NOT IN`` and ``NOT LIKE`` never prune (their atom is ``(true, maybe)``).
+Constant folding is limited to literals, ``-x``, arrays, tuples, ``CAST`` and ``toType(...)``;
+other constant expressions (``'a' || 'b'``, ``concat(...)``) make the atom unknown, where
+ClickHouse would fold them and possibly prune.
 
 Example:
     >>> from bloomskip.clickhouse.ddl import parse_index_definition
@@ -330,12 +334,25 @@ def _arrow_type_for(target: ClickHouseType) -> pa.DataType:
     return pa.binary()
 
 
-def _hash_values(values: list, element_type: ClickHouseType) -> np.ndarray:
-    """bloom_filter value hashes of converted constants of ClickHouse type ``element_type``."""
+def _hash_values(
+    values: list, element_type: ClickHouseType, all_required: bool = False
+) -> np.ndarray:
+    """bloom_filter value hashes of converted constants of ClickHouse type ``element_type``.
+
+    Floats hash their bit pattern, so 0.0 and -0.0 hash apart although they compare equal.
+    ClickHouse probes only the constant's own sign and loses the rows holding the other one
+    (verified with chdb: ``f = -0.0`` counts 0 rows with the index, 1 without). Here a zero is
+    probed with both signs when any value may match, and dropped when all must (hasAll).
+    """
     import pyarrow as pa
 
     from bloomskip.clickhouse.types import value_hashes
 
+    if element_type.base().name in ("Float32", "Float64"):
+        zeros = [v for v in values if v == 0.0]
+        values = [v for v in values if v != 0.0]
+        if zeros and not all_required:
+            values += [0.0, -0.0]
     if not values:
         return np.empty(0, np.uint64)
     array = pa.array(values, _arrow_type_for(element_type.base()))
@@ -929,21 +946,15 @@ class _BloomRpnBuilder(_RpnBuilder):
                 element_type = index_type.nested.base()
                 converted_values = []
                 for element in constant.value:
-                    if element.kind == "null" or element.kind not in (
-                        "int",
-                        "float",
-                        "string",
-                        "bool",
-                    ):
-                        return None
+                    if element.kind not in ("int", "float", "string", "bool"):
+                        return None  # NULL, nested arrays, tuples
                     converted = _convert_scalar(element, element_type)
                     if converted is None:
                         return None
                     converted_values.append(converted)
                 function = "has_any" if name == "hasAny" else "has_all"
-                return _BloomAtom(
-                    function, ((position, _hash_values(converted_values, element_type)),)
-                )
+                hashes = _hash_values(converted_values, element_type, function == "has_all")
+                return _BloomAtom(function, ((position, hashes),))
             if is_array:
                 return None  # ClickHouse rejects `array = constant` for this index
             element_type = index_type.base()

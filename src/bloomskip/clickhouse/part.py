@@ -183,7 +183,9 @@ class Part:
             else None
         )
         self._packed: PackedArchive | None = None
-        self.part_type = "Compact" if self._find_marks("data") else "Wide"
+        # Compact parts keep every column in data.bin with .mrk3/.mrk4 marks; a Wide part may
+        # have a column named "data", but its marks are .mrk/.mrk2.
+        self.part_type = "Compact" if self._compact_marks() else "Wide"
         self.data_marks_format, self.granule_rows = self._read_granule_rows()
 
     @classmethod
@@ -231,11 +233,17 @@ class Part:
                 return candidate
         return None
 
+    def _compact_marks(self) -> Path | None:
+        for extension in (".cmrk4", ".mrk4", ".cmrk3", ".mrk3"):
+            candidate = self.path / f"data{extension}"
+            if candidate.is_file():
+                return candidate
+        return None
+
     def _data_marks_file(self) -> Path:
-        if self.part_type == "Compact":
-            found = self._find_marks("data")
-            assert found is not None  # part_type was chosen by finding it
-            return found
+        compact = self._compact_marks()
+        if compact is not None:
+            return compact
         # Wide: every column stream has the same marks; any one of them gives the granules.
         for entry in sorted(self.path.iterdir()):
             if entry.name.startswith("skp_idx") or not entry.is_file():
@@ -286,8 +294,10 @@ class Part:
             # Adaptive granularity ends with a final mark of 0 rows; it is not a granule.
             if len(rows) and rows[-1] == 0:
                 rows = rows[:-1]
-            if (rows <= 0).any():
-                bad = int(np.argmin(rows > 0))
+            # Each granule holds 1..count.txt rows; this also keeps the sum below from overflowing.
+            plausible = (rows > 0) & (rows <= max(self.rows, 1))
+            if not plausible.all():
+                bad = int(np.argmin(plausible))
                 raise FormatError(
                     f"data granule {bad} has {int(rows[bad])} rows",
                     field="rows",
@@ -420,6 +430,17 @@ class Part:
                 stream = compression.read_compressed_stream_with_blocks(handle, idx_source)
         else:
             stream = compression.read_compressed_stream_with_blocks(idx, idx_source)
+            archive = self._archive()
+            member = archive.members[f"skp_idx_{escape_for_file_name(name)}.idx"]
+            # Version 1 archives record the decoded size (0 = not recorded).
+            if member.uncompressed_size and member.uncompressed_size != len(stream.data):
+                raise FormatError(
+                    f"member {member.name} decodes to {len(stream.data)} bytes, the archive "
+                    f"header says {member.uncompressed_size}",
+                    field="uncompressed_size",
+                    offset=member.offset,
+                    source=archive.source,
+                )
         starts = self._granule_starts(stream, marks, marks_source)
         _check_granule_lengths(definition, stream.data, starts, len(column_types), idx_source)
         skip_index = SkipIndex.from_bytes(

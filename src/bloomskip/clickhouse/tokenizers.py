@@ -583,7 +583,7 @@ def analyze_regexp(pattern: bytes) -> RegexpAnalysis:
 
     Example:
         >>> analyze_regexp(b"abc(de|fg)h").alternatives
-        [b'abcde', b'abcfg']
+        [b'abcdeh', b'abcfgh']
         >>> analyze_regexp(b"x+hello.*").required_substring
         b'hello'
     """

@@ -317,6 +317,8 @@ def build_sidecar(
     Returns:
         ``(sidecar, rebuilt)``: the new sidecar and the relative paths that were (re)indexed.
     """
+    from pyarrow import ArrowException
+
     specs = [prepared.spec for prepared in indexes]
     reusable = previous if previous is not None and previous.indexes == specs else None
     if reusable is not None and reusable.granule != granule:
@@ -337,9 +339,15 @@ def build_sidecar(
         ThreadPoolExecutor(max_workers=workers) as executor,
     ):
         for source, relative in todo:
-            entries[relative] = build_file(
-                source, relative, indexes, granule, executor, 2 * workers, bar.update
-            )
+            try:
+                entries[relative] = build_file(
+                    source, relative, indexes, granule, executor, 2 * workers, bar.update
+                )
+            except BloomskipError:
+                raise
+            except (ArrowException, KeyError, ValueError) as exc:
+                # A file whose columns differ from the dataset's, or data the engine rejects.
+                raise BloomskipError(f"{source.path}: cannot index it: {exc}") from exc
     ordered = {relative_to(source.path, root): None for source in files}
     sidecar = Sidecar(granule, specs, {name: entries[name] for name in ordered})
     return sidecar, [relative for _, relative in todo]

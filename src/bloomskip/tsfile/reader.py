@@ -138,7 +138,12 @@ class TableSchema:
 
 @dataclass(frozen=True)
 class TsFileMetadata:
-    """The parsed TsFileMetadata and where its parts sit in the file."""
+    """The parsed TsFileMetadata and where its parts sit in the file.
+
+    ``start`` and ``end`` delimit TsFileMetadata; ``filter_start`` and ``filter_end`` delimit the
+    serialized Bloom filter inside it. ``table_roots`` parses each root node on first access
+    (testing the filter does not need them) and raises FormatError then if one is corrupt.
+    """
 
     version: int
     start: int
@@ -696,10 +701,12 @@ def _count(cursor: ByteCursor, field_name: str, min_item_size: int, zigzag: bool
     if count < 0:
         raise cursor.error(f"negative count {count}", field_name, offset)
     if count * min_item_size > cursor.remaining:
-        raise cursor.error(
+        # A truncation: an index node read by prefix is widened and parsed again.
+        raise TruncatedError(
             f"count {count} cannot fit in the {cursor.remaining} bytes that remain",
-            field_name,
-            offset,
+            field=field_name,
+            offset=offset,
+            source=cursor.source,
         )
     return count
 
