@@ -185,3 +185,20 @@ def test_file_without_the_index_column_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(BloomskipError, match="part-5.parquet: cannot index it"):
         Dataset(directory).build_index(INDEXES, progress=False)
     assert not (directory / "_bloomskip.index").exists()
+
+
+def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
+    from bloomskip.dataset.sidecar import write_sidecar
+
+    sidecar_path = fresh / "_bloomskip.index"
+    sidecar = read_sidecar(sidecar_path)
+    entry = sidecar.files["part-0.parquet"]
+    entry.payloads[0] = entry.payloads[0][:-3]  # k_bf: the last granule is cut short
+    write_sidecar(sidecar, sidecar_path)
+    dataset = Dataset(fresh)
+    result = dataset.explain("k = 1300")
+    (k_index,) = [o for o in result.indexes if o.definition.startswith("INDEX k_bf")]
+    assert not k_index.useful and k_index.note.startswith("not used:")
+    assert any(w.startswith("index INDEX k_bf") for w in result.warnings)
+    assert all(keep.all() for keep in result.keep)
+    assert _ids(dataset, "k = 1300") == _full_scan_ids(fresh, "k = 1300")

@@ -133,6 +133,13 @@ def test_malformed_header_names_the_field(header: object, field: str) -> None:
     assert caught.value.source == "crafted"
 
 
+def test_deeply_nested_header_is_a_format_error() -> None:
+    text = b"[" * 100_000 + b"]" * 100_000
+    body = struct.pack("<8sHHI", MAGIC, 1, 0, len(text)) + text + struct.pack("<Q", 0)
+    with pytest.raises(FormatError, match="header"):
+        decode_sidecar(body + hashlib.sha256(body).digest())
+
+
 def test_valid_crafted_header_is_accepted() -> None:
     header = {"granule": 8192, "indexes": [GOOD_INDEX], "files": [GOOD_FILE]}
     sidecar = decode_sidecar(_reseal(header, b"abcd"))

@@ -12,8 +12,15 @@ from hypothesis import strategies as st
 from parts_corpus import FOLDED_PREDICATES, FULL_LAYOUTS, INDEXES, LAYOUTS
 
 from bloomskip.clickhouse import compression
-from bloomskip.clickhouse.marks import MarksFormat, PackedArchive, read_marks, write_marks
-from bloomskip.clickhouse.part import Part, PartError, escape_for_file_name, table_settings
+from bloomskip.clickhouse.marks import (
+    MarksFormat,
+    PackedArchive,
+    escape_for_file_name,
+    read_marks,
+    write_marks,
+    write_skip_index_files,
+)
+from bloomskip.clickhouse.part import Part, PartError, table_settings
 from bloomskip.clickhouse.part_cli import explain_part
 from bloomskip.errors import FormatError
 
@@ -350,3 +357,25 @@ def test_corrupting_any_file_never_crashes(corpus, tmp_path_factory, data):
         inspect_part(part)
     except BloomskipError:
         pass
+
+
+def test_written_index_files_are_read_back(corpus, tmp_path):
+    """Files from write_skip_index_files replace ClickHouse's and read back to the same index."""
+    built = corpus["wide_plain"]
+    part_dir = _standalone_copy(built, tmp_path)
+    theirs = _open(built, part_dir).read_index("i_multi").skip_index
+    granules = [theirs.granule_bytes(j) for j in range(theirs.index_granule_count)]
+    for path in part_dir.glob("skp_idx_i_multi.*"):
+        path.unlink()
+    idx, marks = write_skip_index_files(part_dir, "i_multi", granules, codec="ZSTD(3)")
+    assert (idx.name, marks.name) == ("skp_idx_i_multi.idx", "skp_idx_i_multi.mrk2")
+    ours = _open(built, part_dir).read_index("i_multi").skip_index
+    assert ours.to_bytes() == theirs.to_bytes()
+    assert (
+        explain_part(_open(built, part_dir), "lc = 'c3'", ["i_multi"])["indexes"][0][
+            "granules_selected"
+        ]
+        == built.explain[("i_multi", "lc = 'c3'")]
+    )
+    odd, _ = write_skip_index_files(tmp_path, "i-x.y é", granules, codec="NONE")
+    assert odd.name == "skp_idx_i%2Dx%2Ey%20%C3%A9.idx"

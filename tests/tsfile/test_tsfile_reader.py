@@ -24,7 +24,8 @@ from bloomskip.tsfile.reader import DEFAULT_TAIL_READ, HEAD_SIZE, NodeType
 
 ALL_FILES = [
     "tree_1", "tree_10_cjk", "tree_1000", "tree_wide", "tree_multiflush", "tree_devices",
-    "tree_types", "tree_same_measurement", "tree_66k", "table_null_tags", "table_small", "table_ascii", "table_10k",
+    "tree_types", "tree_same_measurement", "tree_66k", "table_null_tags", "table_small",
+    "table_ascii", "table_10k",
 ]  # fmt: skip
 
 

@@ -670,7 +670,11 @@ class CompressedStreamWriter:
         return mark
 
     def finish(self) -> bytes:
-        """Flush the last block and return the whole stream."""
+        """Flush the last block and return the whole stream.
+
+        Returns:
+            Every block written, in order; further calls return the same stream.
+        """
         if not self._finished:
             self._flush()
             self._finished = True

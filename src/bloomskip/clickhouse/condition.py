@@ -445,67 +445,59 @@ class _Element:
 
 
 class _GranuleFilters:
-    """The filters of one index column by column, laid out for one test over all granules."""
+    """The filters of one index, probed for all granules at once.
+
+    Probing works on each column's ``(flat, offsets)`` filters as the index holds them, computing
+    absolute bit positions per granule, so no per-granule matrix is ever materialized.
+    """
 
     def __init__(self, index: SkipIndex, definition: IndexDefinition) -> None:
         self.index = index
         self.definition = definition
         self.granule_count = int(index.index_granule_count)
-        self._matrices: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
-    def _groups(self, column: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(granule numbers, (n, width) matrix) per distinct filter width of ``column``."""
-        if column not in self._matrices:
-            flat, offsets = self.index.column_filters(column)
-            flat = np.asarray(flat, dtype=np.uint8)
-            offsets = np.asarray(offsets, dtype=np.int64)
-            widths = np.diff(offsets)
-            groups = []
-            for width in np.unique(widths):
-                granules = np.flatnonzero(widths == width)
-                starts = offsets[granules]
-                matrix = flat[starts[:, None] + np.arange(int(width))[None, :]]
-                groups.append((granules, matrix))
-            self._matrices[column] = groups
-        return self._matrices[column]
-
-    def _test(self, matrix: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """``out[g, i, j]``: bit ``positions[i, j]`` of row g of ``matrix`` is set.
-
-        One ``bits.test_bits`` call per slice of granules over the flattened matrix, the slices
-        sized to bound the temporary position array.
-        """
+    def _probe(self, flat: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``out[g, i, j]``: bit ``positions[g, i, j]`` (absolute in ``flat``) is set, computed in
+        slices of granules that bound the temporary position array."""
         from bloomskip import bits
 
-        rows, width = matrix.shape
-        flat = matrix.reshape(-1)
-        per_row = max(1, positions.size)
-        step = max(1, _PROBE_BATCH // per_row)
-        out = np.empty((rows, *positions.shape), dtype=bool)
-        row_bits = np.uint64(8 * width)
-        for first in range(0, rows, step):
-            row_numbers = np.arange(first, min(rows, first + step), dtype=np.uint64)
-            absolute = row_numbers.reshape(-1, *([1] * positions.ndim)) * row_bits + positions
-            out[first : first + step] = bits.test_bits(flat, absolute.reshape(-1)).reshape(
-                absolute.shape
-            )
+        out = np.empty(positions.shape, dtype=bool)
+        per_granule = max(1, int(np.prod(positions.shape[1:])))
+        step = max(1, _PROBE_BATCH // per_granule)
+        for first in range(0, positions.shape[0], step):
+            chunk = positions[first : first + step]
+            out[first : first + step] = bits.test_bits(flat, chunk.reshape(-1)).reshape(chunk.shape)
         return out
 
     def hashes_present(self, column: int, value_hashes: np.ndarray) -> np.ndarray:
-        """bloom_filter: ``out[g, i]`` = all k bits of value hash i are set in granule g."""
-        from bloomskip import bits
+        """bloom_filter: ``out[g, i]`` = all k bits of value hash i are set in granule g.
 
-        result = np.ones((self.granule_count, len(value_hashes)), dtype=bool)
-        if not len(value_hashes):
+        Each granule has its own filter size, so the position of seed s in granule g is
+        ``Hash128to64(h, s) mod (8 * width_g)``: the hashes are computed once and only the modulo
+        is per granule.
+        """
+        from bloomskip import bits, hashing
+
+        count, k = self.granule_count, self.definition.hash_functions
+        result = np.ones((count, len(value_hashes)), dtype=bool)
+        if not len(value_hashes) or not count:
             return result
-        for granules, matrix in self._groups(column):
-            width = matrix.shape[1]
-            if width == 0:
-                continue  # an empty filter proves nothing: keep the granule
-            positions = bits.seeded_positions(
-                value_hashes, 8 * width, self.definition.hash_functions
+        flat, offsets = self.index.column_filters(column)
+        widths = np.diff(offsets).astype(np.uint64) * np.uint64(8)
+        values = np.asarray(value_hashes, dtype=np.uint64)
+        seeds = np.array(bits.BF_HASH_SEEDS[:k], dtype=np.uint64)
+        mixed = hashing.hash128_to_64(np.repeat(values, k), np.tile(seeds, values.size))
+        mixed = mixed.reshape(values.size, k)
+        usable = widths > 0  # an empty filter proves nothing: keep the granule
+        granules = np.flatnonzero(usable)
+        step = max(1, _PROBE_BATCH // mixed.size)
+        for first in range(0, granules.size, step):
+            chunk = granules[first : first + step]
+            positions = (
+                mixed[None, :, :] % widths[chunk, None, None]
+                + (offsets[chunk].astype(np.uint64) * np.uint64(8))[:, None, None]
             )
-            result[granules] = self._test(matrix, positions).all(axis=2)
+            result[chunk] = self._probe(flat, positions).all(axis=2)
         return result
 
     def token_sets_present(self, column: int, token_lists: list[list[bytes]]) -> np.ndarray:
@@ -527,14 +519,15 @@ class _GranuleFilters:
         lengths = np.array([len(tokens) for tokens in token_lists])
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         non_empty = lengths > 0
-        for granules, matrix in self._groups(column):
-            if matrix.shape[1] != size:
-                continue  # malformed width: keep the granules rather than guess
-            token_present = self._test(matrix, positions).all(axis=2)[:, order]
-            runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
-            block = np.ones((len(granules), len(token_lists)), dtype=bool)
-            block[:, non_empty] = runs
-            result[granules] = block
+        flat, offsets = self.index.column_filters(column)
+        widths = np.diff(offsets)
+        granules = np.flatnonzero(widths == size)  # a malformed width keeps its granule
+        absolute = (offsets[granules].astype(np.uint64) * np.uint64(8))[:, None, None] + positions
+        token_present = self._probe(flat, absolute).all(axis=2)[:, order]
+        runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
+        block = np.ones((len(granules), len(token_lists)), dtype=bool)
+        block[:, non_empty] = runs
+        result[granules] = block
         return result
 
 

@@ -126,6 +126,7 @@ class SkipIndex:
         self._granule_offsets = granule_offsets
         self._distinct_counts = distinct_counts
         self._text_filters = text_filters
+        self._column_filter_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # ----------------------------------------------------------------------------------------
     # Shape
@@ -242,7 +243,7 @@ class SkipIndex:
                     d.hash_functions, d.seed,
                 )
             )  # fmt: skip
-        self._text_filters = np.ascontiguousarray(np.concatenate(filters, axis=1))
+        self._text_filters = filters[0] if len(filters) == 1 else np.concatenate(filters, axis=1)
 
     # ----------------------------------------------------------------------------------------
     # Serialization
@@ -310,7 +311,8 @@ class SkipIndex:
             matrix = np.frombuffer(data, np.uint8).reshape(
                 granules, columns * definition.size_bytes
             )
-            return cls(definition, column_types, rows, text_filters=matrix.copy())
+            # A read-only view of the payload: the filters are never written after reading.
+            return cls(definition, column_types, rows, text_filters=matrix)
         offsets, counts = _parse_bloom_filter_granules(
             data, granules, columns, definition.bits_per_row, source
         )
@@ -341,10 +343,17 @@ class SkipIndex:
         """
         if not 0 <= c < self.column_count:
             raise IndexError(f"index column {c} out of range 0..{self.column_count - 1}")
+        cached = self._column_filter_cache.get(c)
+        if cached is None:
+            cached = self._column_filter_cache[c] = self._gather_column_filters(c)
+        return cached
+
+    def _gather_column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         sizes = self._filter_sizes()
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         if self._text_filters is not None:
             size = self.definition.size_bytes
+            # One column: a view of the filters, no copy.
             flat = np.ascontiguousarray(self._text_filters[:, c * size : (c + 1) * size]).reshape(
                 -1
             )
@@ -352,10 +361,14 @@ class SkipIndex:
         # Whatever a granule holds beyond its filters is its VarUInt header.
         header = np.diff(self._granule_offsets) - self.column_count * sizes
         starts = self._granule_offsets[:-1] + header + c * sizes
-        # Gather every granule's byte range in one vectorized index.
-        positions = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]))
-        raw = np.frombuffer(self._payload, np.uint8)
-        return raw[positions], offsets
+        # One slice per granule (not an index array per byte, which would cost 16 bytes of
+        # temporaries for every filter byte).
+        raw = memoryview(self._payload)
+        flat = b"".join(
+            raw[start : start + size]
+            for start, size in zip(starts.tolist(), sizes.tolist(), strict=True)
+        )
+        return np.frombuffer(flat, np.uint8), offsets
 
     @property
     def distinct_counts(self) -> np.ndarray | None:

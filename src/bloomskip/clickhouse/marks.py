@@ -28,7 +28,8 @@ API::
     write_marks(block_offsets, offsets_in_block, fmt, rows=None, codec="ZSTD(3)") -> bytes
     PackedArchive.parse(data, source="")       # .members {name: PackedMember}, .read(name)
     write_skip_index_files(directory, name, granules, codec="LZ4", marks_extension=".mrk2")
-        # -> (idx path, marks path), both written atomically
+        # -> (idx path, marks path), both written atomically, named as ClickHouse names them
+    escape_for_file_name("a-b")                # -> "a%2Db"
 
 Example:
     >>> fmt = MarksFormat.from_name("skp_idx_i.mrk2")
@@ -348,6 +349,12 @@ class PackedArchive:
     def read(self, name: str) -> bytes:
         """Return one member's bytes.
 
+        Args:
+            name: The member's file name, e.g. ``"skp_idx_i.idx"``.
+
+        Returns:
+            A copy of its bytes.
+
         Raises:
             KeyError: no such member.
         """
@@ -368,6 +375,26 @@ def _read_varuint(
         if not byte & 0x80:
             return value, pos + index + 1
     raise FormatError("truncated or overlong VarUInt", field=field, offset=pos, source=source)
+
+
+def escape_for_file_name(name: str) -> str:
+    """Escape a name the way ClickHouse's ``escapeForFileName`` does.
+
+    Args:
+        name: An index or column name.
+
+    Returns:
+        The name with every byte outside ``[A-Za-z0-9_]`` written as ``%XX``.
+
+    Example:
+        >>> escape_for_file_name("a.b c")
+        'a%2Eb%20c'
+    """
+    out = []
+    for byte in name.encode("utf-8"):
+        char = chr(byte)
+        out.append(char if char.isascii() and (char.isalnum() or char == "_") else f"%{byte:02X}")
+    return "".join(out)
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
@@ -430,7 +457,8 @@ def write_skip_index_files(
     stream, marks = compression.write_compressed_stream(granules, codec)
     pairs = np.asarray(marks, dtype=np.uint64).reshape(-1, 2)
     marks_bytes = write_marks(pairs[:, 0], pairs[:, 1], fmt, codec=marks_codec)
-    base = Path(directory) / f"skp_idx_{index_name}"
+    # ClickHouse names the files after the escaped index name (e.g. "a-b" -> "a%2Db").
+    base = Path(directory) / f"skp_idx_{escape_for_file_name(index_name)}"
     idx_path = base.with_name(base.name + ".idx")
     marks_path = base.with_name(base.name + fmt.extension)
     write_atomically(idx_path, stream)

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bloomskip.clickhouse import compression
-from bloomskip.clickhouse.marks import Marks, MarksFormat, PackedArchive, read_marks
+from bloomskip.clickhouse.marks import (
+    Marks,
+    MarksFormat,
+    PackedArchive,
+    escape_for_file_name,
+    read_marks,
+)
 from bloomskip.errors import BloomskipError, FormatError
 
 if TYPE_CHECKING:  # the engine modules are imported when an index is read, not at import time
@@ -87,26 +93,6 @@ class StoredIndex:
     idx_source: str
     marks_source: str
     marks_format: MarksFormat
-
-
-def escape_for_file_name(name: str) -> str:
-    """Escape a name the way ClickHouse's ``escapeForFileName`` does.
-
-    Args:
-        name: An index or column name.
-
-    Returns:
-        The name with every byte outside ``[A-Za-z0-9_]`` written as ``%XX``.
-
-    Example:
-        >>> escape_for_file_name("a.b c")
-        'a%2Eb%20c'
-    """
-    out = []
-    for byte in name.encode("utf-8"):
-        char = chr(byte)
-        out.append(char if char.isascii() and (char.isalnum() or char == "_") else f"%{byte:02X}")
-    return "".join(out)
 
 
 def table_settings(table_sql: str) -> dict[str, str]:

@@ -240,7 +240,7 @@ class Dataset:
             if sidecar is not None and state.entry is None:
                 verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
                 warnings.append(f"{state.relative_path}: {verb}; scanning it")
-        result.warnings = warnings
+        result.warnings = warnings + result.warnings
         return result
 
     def pruned(self, where: str) -> pads.Dataset:

@@ -175,7 +175,7 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
             set of valid files.
 
     Returns:
-        A :class:`PruneResult` (without warnings; the caller adds those).
+        A :class:`PruneResult`; its warnings name indexes that could not be used.
     """
     import numpy as np
 
@@ -184,6 +184,7 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
     keep = [np.ones(len(state.layout.rows), bool) for state in states]
     indexed = [i for i, state in enumerate(states) if state.entry is not None]
     outcomes = []
+    warnings = []
     for number, spec in enumerate(sidecar.indexes if sidecar is not None else []):
         outcome = IndexOutcome(spec.definition, useful=False)
         outcome.keep = [np.ones(len(state.layout.rows), bool) for state in states]
@@ -198,8 +199,10 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
                 continue
             may_match = np.asarray(condition.may_match(index), bool)
         except ValueError as exc:
-            # The index cannot evaluate this predicate: keeping every granule is always correct.
+            # A malformed payload, or a predicate the engine cannot evaluate: keeping every
+            # granule is always correct.
             outcome.note = f"not used: {exc}"
+            warnings.append(f"index {spec.definition} not used: {exc}")
             continue
         outcome.useful = True
         position = 0
@@ -219,7 +222,7 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
                 unit_keep = granules_to_units(rows, file_keep, state.layout.rows)
             outcome.keep[i] = unit_keep
             keep[i] &= unit_keep
-    return PruneResult(states, keep, outcomes, [])
+    return PruneResult(states, keep, outcomes, warnings)
 
 
 def _engine_objects(number, spec, where, states, indexed, cache):

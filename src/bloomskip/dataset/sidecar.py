@@ -184,7 +184,7 @@ def decode_sidecar(data: bytes, source: str = "<sidecar>") -> Sidecar:
         )
     try:
         header = json.loads(data[PREFIX.size : payload_start].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise FormatError(
             f"header is not UTF-8 JSON: {exc}", field="header", offset=PREFIX.size, source=source
         ) from exc

@@ -21,7 +21,6 @@ from bloomskip.errors import FormatError
 #: Java's readUnsignedVarInt fills an ``int``: 5 groups of 7 bits at most.
 MAX_UVARINT_BYTES = 5
 INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
