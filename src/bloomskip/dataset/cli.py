@@ -102,7 +102,9 @@ def _query(args: argparse.Namespace) -> int:
     if args.explain:
         columns = referenced_columns(args.where)
         if args.select:
-            columns += [c for c in referenced_columns(args.select) if c not in columns]
+            # The select list is comma-separated expressions: as a tuple it parses as one.
+            selected = referenced_columns(f"tuple({args.select})")
+            columns += [c for c in selected if c not in columns]
         else:
             columns = []
         print(explain_text(result, columns))
