@@ -1,5 +1,6 @@
 """Typed interface of the C kernels (public wrappers: bloomskip.hashing, bloomskip.bits)."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from typing_extensions import Buffer
@@ -66,3 +67,16 @@ def text_granules(
     /,
 ) -> None: ...
 def fastmod(x: int, d: int, /) -> int: ...
+
+# TsFile metadata scanning
+def tsfile_scan_metadata(
+    data: Buffer, start: int, end: int, version: int, base: int, /
+) -> tuple[
+    list[tuple[str, int]], int, int, int, int, int, int, int, int, int, dict[str, str | None]
+]: ...
+def tsfile_index_node(
+    data: Buffer, pos: int, key_kind: int, floor: int, limit: int, base: int, /
+) -> tuple[tuple[Any, ...], tuple[int, ...], int, int, int]: ...
+def tsfile_tail_verdict(
+    tail: Buffer, head: Buffer, size: int, path: Buffer, signed_tails: Sequence[bool], /
+) -> int: ...

@@ -10,7 +10,7 @@ out of EXPLAIN (it judged the predicate useless for it), every granule is read, 
 from __future__ import annotations
 
 import pytest
-from conftest import Part
+from clickhouse_harness import Part
 
 from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.index import SkipIndex

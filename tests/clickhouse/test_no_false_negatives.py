@@ -131,7 +131,7 @@ _INDEXES = [
 
 def _matching_rows(clickhouse, rows: list[tuple], predicates: list[str]) -> list[set[int] | None]:
     """Row numbers satisfying each predicate, per ClickHouse; None where ClickHouse rejects it."""
-    table = f"bloomskip_tests.nfn{next(_TABLE_NAMES)}"
+    table = f"{clickhouse.database}.nfn{next(_TABLE_NAMES)}"
     clickhouse.query(
         f"CREATE TABLE {table} (n UInt32, s String, sa Array(String), x UInt8, xa Array(UInt8)) "
         "ENGINE = Memory"

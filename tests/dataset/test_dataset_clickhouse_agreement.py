@@ -2,12 +2,14 @@
 
 One Parquet file with row groups of 40 rows is, to ClickHouse, a MergeTree part with fixed
 40-row granules. chdb builds that part from the same file, and ``EXPLAIN indexes = 1`` gives,
-per skip index (the others ignored), how many granules it keeps.
+per skip index (the others ignored), how many granules it keeps. The part lives in database
+``dataset_agreement`` of the run's shared chdb session.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 import pytest
@@ -15,8 +17,10 @@ from dataset_fixtures import make_table
 
 from bloomskip.dataset import Dataset
 
-chdb_session = pytest.importorskip("chdb.session")
+if TYPE_CHECKING:
+    from chdb.session import Session
 
+DATABASE = "dataset_agreement"
 ROWS, GROUP = 6_000, 40
 INDEXES = {
     "k_bf": "k TYPE bloom_filter(0.05)",
@@ -47,30 +51,29 @@ PREDICATES = [
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, chdb_session: Session):
     base = tmp_path_factory.mktemp("agreement")
     path = base / "data.parquet"
     pq.write_table(make_table(ROWS, 11, 0), path, row_group_size=GROUP)
     dataset = Dataset(path)
     dataset.build_index([f"INDEX {name} {text}" for name, text in INDEXES.items()], progress=False)
-    session = chdb_session.Session(str(base / "chdb"))
+    chdb_session.query(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     indexes = ",\n".join(f"INDEX {name} {text} GRANULARITY 1" for name, text in INDEXES.items())
-    session.query(
-        f"""CREATE TABLE t (id Int64, k Nullable(Int64), s String,
+    chdb_session.query(
+        f"""CREATE TABLE {DATABASE}.t (id Int64, k Nullable(Int64), s String,
             d LowCardinality(String), tags Array(String), v Float64, {indexes})
             ENGINE = MergeTree ORDER BY tuple()
             SETTINGS index_granularity = {GROUP}, index_granularity_bytes = 0"""
     )
-    session.query(f"INSERT INTO t SELECT * FROM file('{path}', Parquet)")
-    yield dataset, session
-    session.close()
+    chdb_session.query(f"INSERT INTO {DATABASE}.t SELECT * FROM file('{path}', Parquet)")
+    return dataset, chdb_session
 
 
 def _clickhouse_kept(session, where: str, name: str) -> int | None:
     others = ",".join(n for n in INDEXES if n != name)
     text = (
         session.query(
-            f"EXPLAIN indexes = 1 SELECT id FROM t WHERE {where} SETTINGS "
+            f"EXPLAIN indexes = 1 SELECT id FROM {DATABASE}.t WHERE {where} SETTINGS "
             f"ignore_data_skipping_indices = '{others}', use_query_condition_cache = 0",
             "TSVRaw",
         )
@@ -87,7 +90,10 @@ def _clickhouse_kept(session, where: str, name: str) -> int | None:
 def test_kept_granules_equal_clickhouse(setup, where: str) -> None:
     dataset, session = setup
     assert (
-        session.query("SELECT count() FROM system.parts WHERE table = 't' AND active")
+        session.query(
+            f"SELECT count() FROM system.parts WHERE database = '{DATABASE}' AND table = 't' "
+            "AND active"
+        )
         .bytes()
         .strip()
         == b"1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
@@ -15,6 +16,9 @@ from hypothesis import strategies as st
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.translate import clickhouse_to_duckdb
+
+if TYPE_CHECKING:
+    from chdb.session import Session
 
 PREDICATES = [
     "k = {k0}",
@@ -135,13 +139,16 @@ def test_absent_key_prunes_most_granules(indexed: Dataset, dataset_dir: Path) ->
     assert indexed.query("k = -5").num_rows == 0
 
 
-def test_clickhouse_agrees_on_pruned_rows(indexed: Dataset, dataset_dir: Path) -> None:
-    chdb = pytest.importorskip("chdb")
+def test_clickhouse_agrees_on_pruned_rows(
+    indexed: Dataset, dataset_dir: Path, chdb_session: Session
+) -> None:
     keys = _sample_keys(dataset_dir)
     for where in ["hasToken(s, '東京')", "startsWith(s, 'alpha ')", "k IN ({k0}, {k2})"]:
         where = where.format(**keys)
         pattern = str(dataset_dir / "*.parquet")
-        csv = chdb.query(f"SELECT id FROM file('{pattern}', Parquet) WHERE {where}", "CSV").bytes()
+        csv = chdb_session.query(
+            f"SELECT id FROM file('{pattern}', Parquet) WHERE {where}", "CSV"
+        ).bytes()
         got = indexed.query(where, ["id"]).column("id").to_pylist()
         assert sorted(got) == sorted(int(v) for v in csv.decode().split()), where
 

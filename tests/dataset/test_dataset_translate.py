@@ -1,8 +1,13 @@
-"""ClickHouse -> DuckDB predicate translation, checked against chdb on the same Parquet file."""
+"""ClickHouse -> DuckDB predicate translation, checked against chdb on the same Parquet file.
+
+ClickHouse is reached through the run's shared chdb session (``chdb_session``): the stateless
+``chdb.query`` cannot run while that session is open.
+"""
 
 from __future__ import annotations
 
-import chdb
+from typing import TYPE_CHECKING
+
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,6 +18,9 @@ from bloomskip.dataset.translate import (
     clickhouse_to_duckdb,
     referenced_columns,
 )
+
+if TYPE_CHECKING:
+    from chdb.session import Session
 
 STRINGS = [
     "alpha beta",
@@ -121,8 +129,8 @@ PREDICATES = [
 
 
 @pytest.mark.parametrize("predicate", PREDICATES)
-def test_translation_matches_clickhouse(sample: str, predicate: str) -> None:
-    expected = chdb.query(
+def test_translation_matches_clickhouse(sample: str, predicate: str, chdb_session: Session) -> None:
+    expected = chdb_session.query(
         f"SELECT id FROM file('{sample}', Parquet) WHERE {predicate} ORDER BY id", "CSV"
     ).bytes()
     expected_ids = [int(v) for v in expected.decode().split()]
@@ -133,9 +141,9 @@ def test_translation_matches_clickhouse(sample: str, predicate: str) -> None:
     assert [row[0] for row in rows] == expected_ids, translated
 
 
-def test_has_token_rejects_separators_like_clickhouse() -> None:
+def test_has_token_rejects_separators_like_clickhouse(chdb_session: Session) -> None:
     with pytest.raises(RuntimeError, match="separator"):
-        chdb.query("SELECT hasToken('a b', 'a b')", "CSV")
+        chdb_session.query("SELECT hasToken('a b', 'a b')", "CSV")
     with pytest.raises(UnsupportedPredicateError, match="separator"):
         clickhouse_to_duckdb("hasToken(s, 'a b')")
 

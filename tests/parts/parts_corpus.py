@@ -2,19 +2,21 @@
 
 Everything the part tests compare against comes from the engine: ``EXPLAIN indexes = 1`` per
 index and predicate (other indexes ignored), ``mergeTreeIndex`` row counts per granule, and
-``system.data_skipping_indices`` sizes. The chdb session is closed before the tests run, so the
-tests only read files and these recorded answers.
+``system.data_skipping_indices`` sizes. The parts are built in the run's shared chdb session (in
+a database of their own, ``parts``) and copied out before the tests run, so the tests only read
+those copies and these recorded answers.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chdb.session import Session
 
 ROWS = 3000
 
@@ -214,99 +216,55 @@ def parse_explain_selected(text: str, index: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def build_corpus(root: Path) -> dict[str, BuiltPart]:
-    """Build every layout in a child process and load what ClickHouse answered.
+def build_corpus(chdb_session: Session, data_path: Path, root: Path) -> dict[str, BuiltPart]:
+    """Create every layout in database ``parts`` of ``chdb_session`` and query the oracles.
 
-    chdb allows one embedded server (one data path) per process, and other test modules open
-    their own; a child process keeps this corpus independent of them.
+    Args:
+        chdb_session: The run's chdb session.
+        data_path: Its data directory (``system.tables.metadata_path`` is relative to it).
+        root: Where the parts and their ``.sql`` files are copied to (``root/parts``).
+
+    Returns:
+        The built parts by layout name, with ClickHouse's answers.
     """
-    result = root / "corpus.json"
-    subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), str(root), str(result)],
-        check=True,
-        timeout=600,
-    )
-    loaded = json.loads(result.read_text())
-    return {
-        layout: BuiltPart(
-            layout=layout,
-            part_dir=Path(entry["part_dir"]),
-            table_sql=Path(entry["table_sql"]),
-            part_type=entry["part_type"],
-            rows=entry["rows"],
-            granule_rows=entry["granule_rows"],
-            index_sizes={name: tuple(sizes) for name, sizes in entry["index_sizes"].items()},
-            explain={(index, pred): kept for index, pred, kept in entry["explain"]},
-        )
-        for layout, entry in loaded.items()
-    }
-
-
-def _write_corpus(root: Path, result: Path) -> None:
-    """The child process: build with chdb and write the answers as JSON."""
-    built = _build_with_chdb(root)
-    serialized = {
-        layout: {
-            "part_dir": str(part.part_dir),
-            "table_sql": str(part.table_sql),
-            "part_type": part.part_type,
-            "rows": part.rows,
-            "granule_rows": part.granule_rows,
-            "index_sizes": part.index_sizes,
-            "explain": [[index, pred, kept] for (index, pred), kept in part.explain.items()],
-        }
-        for layout, part in built.items()
-    }
-    result.write_text(json.dumps(serialized))
-
-
-def _build_with_chdb(root: Path) -> dict[str, BuiltPart]:
-    """Create every layout in one chdb session under ``root`` and query the oracles."""
-    from chdb import session
-
-    work = root / "chdb"
-    chdb_session = session.Session(str(work))
     built: dict[str, BuiltPart] = {}
-    try:
-        chdb_session.query("CREATE DATABASE IF NOT EXISTS parts")
-        index_sql = ",\n".join(f"    INDEX {name} {body}" for name, body in INDEXES.items())
-        for layout, (settings, inserts) in LAYOUTS.items():
+    chdb_session.query("CREATE DATABASE IF NOT EXISTS parts")
+    index_sql = ",\n".join(f"    INDEX {name} {body}" for name, body in INDEXES.items())
+    for layout, (settings, inserts) in LAYOUTS.items():
+        chdb_session.query(
+            f"CREATE TABLE parts.{layout} ({COLUMNS},\n{index_sql}\n) ENGINE = MergeTree "
+            f"ORDER BY k SETTINGS index_granularity = 128, {settings}"
+        )
+        step = ROWS // inserts
+        for start in range(0, ROWS, step):
             chdb_session.query(
-                f"CREATE TABLE parts.{layout} ({COLUMNS},\n{index_sql}\n) ENGINE = MergeTree "
-                f"ORDER BY k SETTINGS index_granularity = 128, {settings}"
+                f"INSERT INTO parts.{layout} "
+                + INSERT_SELECT.format(start=start, count=min(step, ROWS - start))
             )
-            step = ROWS // inserts
-            for start in range(0, ROWS, step):
-                chdb_session.query(
-                    f"INSERT INTO parts.{layout} "
-                    + INSERT_SELECT.format(start=start, count=min(step, ROWS - start))
+        if inserts > 1:
+            chdb_session.query(f"OPTIMIZE TABLE parts.{layout} FINAL")
+        built[layout] = _describe(chdb_session, layout, data_path, root)
+        predicates = PREDICATES if layout in FULL_LAYOUTS else SAMPLE_PREDICATES
+        predicates = predicates + FOLDED_PREDICATES
+        for index in INDEXES:
+            others = ",".join(name for name in INDEXES if name != index)
+            for predicate in predicates:
+                text = _query(
+                    chdb_session,
+                    f"EXPLAIN indexes = 1 SELECT k FROM parts.{layout} "
+                    f"WHERE {predicate} SETTINGS ignore_data_skipping_indices = '{others}', "
+                    # Part-level statistics pruning would hide what the index alone does.
+                    "use_query_condition_cache = 0, use_statistics_for_part_pruning = 0",
                 )
-            if inserts > 1:
-                chdb_session.query(f"OPTIMIZE TABLE parts.{layout} FINAL")
-            built[layout] = _describe(chdb_session, layout, root)
-            predicates = PREDICATES if layout in FULL_LAYOUTS else SAMPLE_PREDICATES
-            predicates = predicates + FOLDED_PREDICATES
-            for index in INDEXES:
-                others = ",".join(name for name in INDEXES if name != index)
-                for predicate in predicates:
-                    text = _query(
-                        chdb_session,
-                        f"EXPLAIN indexes = 1 SELECT k FROM parts.{layout} "
-                        f"WHERE {predicate} SETTINGS ignore_data_skipping_indices = '{others}', "
-                        # Part-level statistics pruning would hide what the index alone does.
-                        "use_query_condition_cache = 0, use_statistics_for_part_pruning = 0",
-                    )
-                    built[layout].explain[(index, predicate)] = parse_explain_selected(text, index)
-    finally:
-        chdb_session.close()
+                built[layout].explain[(index, predicate)] = parse_explain_selected(text, index)
     return built
 
 
-def _query(chdb_session, sql: str) -> str:
+def _query(chdb_session: Session, sql: str) -> str:
     return chdb_session.query(sql, "TSVRaw").bytes().decode()
 
 
-def _describe(chdb_session, layout: str, root: Path) -> BuiltPart:
+def _describe(chdb_session: Session, layout: str, data_path: Path, root: Path) -> BuiltPart:
     rows = _query(
         chdb_session,
         "SELECT path, part_type, rows FROM system.parts "
@@ -336,7 +294,7 @@ def _describe(chdb_session, layout: str, root: Path) -> BuiltPart:
     shutil.copytree(path, part_copy)
     sql_path = Path(metadata)
     if not sql_path.is_absolute():
-        sql_path = root / "chdb" / metadata
+        sql_path = data_path / metadata
     sql_copy = root / "parts" / f"{layout}.sql"
     shutil.copyfile(sql_path, sql_copy)
     granule_rows = [int(value) for value in granules]
@@ -352,7 +310,3 @@ def s_column() -> list[str]:
         f"w{number // 64} tok{number % 7}-x" + (" Привет мир" if number % 500 == 0 else "")
         for number in range(ROWS)
     ]
-
-
-if __name__ == "__main__":
-    _write_corpus(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -456,6 +456,18 @@ class _GranuleFilters:
         self.definition = definition
         self.granule_count = int(index.index_granule_count)
 
+    def _spans(self, column: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(buffer, starts, sizes)``: granule j's filter is ``buffer[starts[j]:][:sizes[j]]``.
+
+        A SkipIndex hands out views of its stored bytes (no gather); any other index object
+        (the duck-typed contract: ``column_filters``) its gathered filters.
+        """
+        spans = getattr(self.index, "column_filter_spans", None)
+        if spans is not None:
+            return spans(column)
+        flat, offsets = self.index.column_filters(column)
+        return flat, offsets[:-1], np.diff(offsets)
+
     def _probe(self, flat: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """``out[g, i, j]``: bit ``positions[g, i, j]`` (absolute in ``flat``) is set, computed in
         slices of granules that bound the temporary position array."""
@@ -482,8 +494,8 @@ class _GranuleFilters:
         result = np.ones((count, len(value_hashes)), dtype=bool)
         if not len(value_hashes) or not count:
             return result
-        flat, offsets = self.index.column_filters(column)
-        widths = np.diff(offsets).astype(np.uint64) * np.uint64(8)
+        flat, starts, sizes = self._spans(column)
+        widths = sizes.astype(np.uint64) * np.uint64(8)
         values = np.asarray(value_hashes, dtype=np.uint64)
         seeds = np.array(bits.BF_HASH_SEEDS[:k], dtype=np.uint64)
         mixed = hashing.hash128_to_64(np.repeat(values, k), np.tile(seeds, values.size))
@@ -495,7 +507,7 @@ class _GranuleFilters:
             chunk = granules[first : first + step]
             positions = (
                 mixed[None, :, :] % widths[chunk, None, None]
-                + (offsets[chunk].astype(np.uint64) * np.uint64(8))[:, None, None]
+                + (starts[chunk].astype(np.uint64) * np.uint64(8))[:, None, None]
             )
             result[chunk] = self._probe(flat, positions).all(axis=2)
         return result
@@ -519,10 +531,10 @@ class _GranuleFilters:
         lengths = np.array([len(tokens) for tokens in token_lists])
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         non_empty = lengths > 0
-        flat, offsets = self.index.column_filters(column)
-        widths = np.diff(offsets)
+        flat, filter_starts, widths = self._spans(column)
         granules = np.flatnonzero(widths == size)  # a malformed width keeps its granule
-        absolute = (offsets[granules].astype(np.uint64) * np.uint64(8))[:, None, None] + positions
+        first_bits = filter_starts[granules].astype(np.uint64) * np.uint64(8)
+        absolute = first_bits[:, None, None] + positions
         token_present = self._probe(flat, absolute).all(axis=2)[:, order]
         runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
         block = np.ones((len(granules), len(token_lists)), dtype=bool)

@@ -111,7 +111,9 @@ def _query(args: argparse.Namespace) -> int:
         return 0
     for warning in result.warnings:
         print(f"bloomskip: warning: {warning}", file=sys.stderr)
-    table = run_query(result, dataset.schema, args.where, args.select, args.limit)
+    table = run_query(
+        result, dataset.schema, args.where, args.select, args.limit, dataset.duckdb_connection()
+    )
     write_output(table, args.format, args.output)
     return 0
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.sources import discover, glob_root, is_glob
+from bloomskip.dataset.sources import IdentityCache, discover, glob_root, is_glob, stat_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -90,18 +90,39 @@ class Dataset:
         self.path = os.fspath(path)
         self.root, self.files = discover(self.path)
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
+        # Everything below is derived from files and re-validated on use (sidecar and sources
+        # by stat, decoded indexes by the sources' identities), so a reused Dataset answers
+        # from memory but never from a stale state.
         self._engine_cache: dict = {}
+        self._condition_cache: dict = {}
         self._sidecar_cache: tuple | None = None
+        self._identities = IdentityCache()
         self._duckdb = None
+        self._duckdb_sources: tuple | None = None
+        self._empty_results: dict = {}
         self._layouts: dict = {}
         self._schema = None
 
     def duckdb_connection(self):
-        """The DuckDB connection :meth:`query` runs on (created on first use, then reused)."""
-        if self._duckdb is None:
-            import duckdb
+        """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
 
+        It caches Parquet footers (``parquet_metadata_cache``), so a repeated query does not
+        parse them again. DuckDB re-validates that cache only by modification time in seconds,
+        so the connection is replaced whenever a file of the dataset changes (its ``stat``).
+        """
+        import duckdb
+
+        try:
+            sources = tuple(stat_key(source.path) for source in self.files)
+        except OSError:
+            sources = None  # a vanished file: never reuse cached footers
+        if self._duckdb is None or sources is None or sources != self._duckdb_sources:
+            if self._duckdb is not None:
+                self._duckdb.close()
             self._duckdb = duckdb.connect()
+            self._empty_results.clear()
+            self._duckdb.execute("SET GLOBAL parquet_metadata_cache = true")
+            self._duckdb_sources = sources
         return self._duckdb
 
     @property
@@ -122,6 +143,8 @@ class Dataset:
     def load_sidecar(self) -> Sidecar | None:
         """Return the sidecar, or None when there is none.
 
+        The verified sidecar is kept, and read again only when its ``stat`` changes.
+
         Raises:
             FormatError: The sidecar exists but is corrupt.
         """
@@ -131,7 +154,7 @@ class Dataset:
             stat = self.sidecar_path.stat()
         except FileNotFoundError:
             return None
-        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         if self._sidecar_cache is None or self._sidecar_cache[0] != key:
             self._sidecar_cache = (key, read_sidecar(self.sidecar_path))
         return self._sidecar_cache[1]
@@ -219,10 +242,10 @@ class Dataset:
             A :class:`~bloomskip.dataset.prune.PruneResult`.
         """
         from bloomskip.dataset.prune import CHANGED, file_states, prune
-        from bloomskip.dataset.translate import parse_where
+        from bloomskip.dataset.translate import check_where
         from bloomskip.errors import BloomskipError, FormatError
 
-        parse_where(where)  # a malformed WHERE is the user's error, reported before any work
+        check_where(where)  # a malformed WHERE is the user's error, reported before any work
         warnings = []
         try:
             sidecar = self.load_sidecar()
@@ -232,10 +255,10 @@ class Dataset:
         if sidecar is None and not warnings:
             warnings.append(f"no index at {self.sidecar_path}: scanning every file")
         try:
-            states = file_states(self.files, self.root, sidecar, self._layouts)
+            states = file_states(self.files, self.root, sidecar, self._layouts, self._identities)
         except OSError as exc:
             raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
-        result = prune(where, states, sidecar, self._engine_cache)
+        result = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
         for state in states:
             if sidecar is not None and state.entry is None:
                 verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
@@ -287,6 +310,6 @@ class Dataset:
         from bloomskip.dataset.query import run_query
 
         names = list(columns) if columns is not None and not isinstance(columns, str) else columns
-        return run_query(
-            self.explain(where), self.schema, where, names, limit, self.duckdb_connection()
-        )
+        result = self.explain(where)
+        connection = self.duckdb_connection()
+        return run_query(result, self.schema, where, names, limit, connection, self._empty_results)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
-from bloomskip.dataset.sources import Layout, SourceFile
+from bloomskip.dataset.sources import IdentityCache, Layout, SourceFile
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -90,7 +90,11 @@ class PruneResult:
 
 
 def file_states(
-    files: list[SourceFile], root: Path, sidecar: Sidecar | None, layouts: dict | None = None
+    files: list[SourceFile],
+    root: Path,
+    sidecar: Sidecar | None,
+    layouts: dict | None = None,
+    identities: IdentityCache | None = None,
 ) -> list[FileState]:
     """Match each dataset file with its sidecar entry, if that entry is still valid.
 
@@ -99,6 +103,7 @@ def file_states(
         root: The sidecar's directory.
         sidecar: The loaded sidecar, or None.
         layouts: Reused across calls: layouts keyed by file and identity.
+        identities: Reused across calls: footer hashes, re-read when a file's ``stat`` changes.
 
     Returns:
         One :class:`FileState` per file. An entry is valid when the file's size, modification
@@ -108,12 +113,13 @@ def file_states(
     from bloomskip.dataset.sources import read_layout
 
     layouts = {} if layouts is None else layouts
+    identities = IdentityCache() if identities is None else identities
     if len(layouts) > 4 * len(files) + 64:
         layouts.clear()  # entries of files that changed since; rebuilt on demand
     states = []
     for source in files:
         relative = relative_to(source.path, root)
-        identity = source.identity()
+        identity = identities.identity(source)
         if (source.path, identity) not in layouts:
             layouts[(source.path, identity)] = read_layout(source)
         layout = layouts[(source.path, identity)]
@@ -164,7 +170,13 @@ def granules_to_units(granule_rows, granule_keep, unit_rows):
     return np.cumsum(coverage[:-1]) > 0
 
 
-def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_cache: dict):
+def prune(
+    where: str,
+    states: list[FileState],
+    sidecar: Sidecar | None,
+    engine_cache: dict,
+    condition_cache: dict | None = None,
+):
     """Evaluate every sidecar index against ``where`` and combine the decisions.
 
     Args:
@@ -173,6 +185,7 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
         sidecar: The sidecar (None: keep everything).
         engine_cache: Reused across calls: decoded ``SkipIndex`` objects keyed by index and the
             set of valid files.
+        condition_cache: Reused across calls: compiled conditions keyed by WHERE and index.
 
     Returns:
         A :class:`PruneResult`; its warnings name indexes that could not be used.
@@ -193,7 +206,9 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
             outcome.note = "no file is indexed"
             continue
         try:
-            index, condition = _engine_objects(number, spec, where, states, indexed, engine_cache)
+            index, condition = _engine_objects(
+                number, spec, where, states, indexed, engine_cache, condition_cache
+            )
             if not condition.useful:
                 outcome.note = "no part of the WHERE can use this index"
                 continue
@@ -225,7 +240,7 @@ def prune(where: str, states: list[FileState], sidecar: Sidecar | None, engine_c
     return PruneResult(states, keep, outcomes, warnings)
 
 
-def _engine_objects(number, spec, where, states, indexed, cache):
+def _engine_objects(number, spec, where, states, indexed, cache, condition_cache=None):
     import numpy as np
 
     from bloomskip.clickhouse.condition import compile_condition
@@ -240,35 +255,25 @@ def _engine_objects(number, spec, where, states, indexed, cache):
     )
     if key not in cache:
         definition = parse_index_definition(spec.definition)
+        # One copy of the payloads (they are views of the sidecar's bytes); from_bytes keeps it.
         payload = b"".join(states[i].entry.payloads[number] for i in indexed)
         rows = np.concatenate([np.asarray(states[i].entry.granule_rows, np.int64) for i in indexed])
         rows = rows[rows > 0]
-        index = _CachedFilters(SkipIndex.from_bytes(definition, payload, rows, column_types))
+        # Kept across queries: probing reads its filters in place (column_filter_spans).
+        index = SkipIndex.from_bytes(definition, payload, rows, column_types)
         if len(cache) > 64:
             # Old keys belong to superseded sidecars or file sets; drop them all.
             cache.clear()
         cache[key] = (definition, index)
     definition, index = cache[key]
-    return index, compile_condition(where, definition, column_types)
-
-
-class _CachedFilters:
-    """A SkipIndex whose ``column_filters`` are computed once.
-
-    ``IndexCondition.may_match`` accepts anything with ``index_granule_count`` and
-    ``column_filters(c)``. ``SkipIndex.column_filters`` regathers every filter byte on each call;
-    a dataset answers many queries from the same index, so the gathered filters are kept.
-    """
-
-    def __init__(self, index) -> None:
-        self.index = index
-        self.index_granule_count = index.index_granule_count
-        self._filters: dict[int, tuple] = {}
-
-    def column_filters(self, c: int) -> tuple:
-        if c not in self._filters:
-            self._filters[c] = self.index.column_filters(c)
-        return self._filters[c]
-
-    def __getattr__(self, name: str):
-        return getattr(self.index, name)
+    # The condition depends on the WHERE and the index definition only, not on the data: a
+    # repeated query skips sqlglot parsing and RPN building.
+    condition_cache = {} if condition_cache is None else condition_cache
+    condition_key = (where, spec)
+    condition = condition_cache.get(condition_key)
+    if condition is None:
+        if len(condition_cache) > 256:
+            condition_cache.clear()
+        condition = compile_condition(where, definition, column_types)
+        condition_cache[condition_key] = condition
+    return index, condition

@@ -13,6 +13,14 @@ from bloomskip.errors import BloomskipError
 
 VIEW_NAME = "bloomskip_dataset"
 ROW_NUMBER = "file_row_number"
+# At most this many rows are located before the selected columns are read (see run_query);
+# beyond it one query reads the surviving row groups whole.
+LOCATE_CAP = 4096
+# Locating reads the WHERE's columns of the surviving row groups into memory: at most this
+# many stored bytes of them (beyond it, DuckDB streams the row groups in one query).
+LOCATE_MAX_BYTES = 64 * 1024 * 1024
+LOCATE_VIEW = "bloomskip_located"
+ROW_COLUMN = "__bloomskip_row"
 
 
 def surviving_dataset(result: PruneResult, schema):
@@ -62,6 +70,25 @@ def surviving_dataset(result: PruneResult, schema):
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
 
 
+def _quoted(path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _row_ranges(state, keep) -> str:
+    """SQL selecting the rows of the kept row groups by ``file_row_number`` ranges."""
+    import numpy as np
+
+    ends = np.cumsum(state.layout.rows)
+    starts = ends - state.layout.rows
+    # Runs of consecutive surviving row groups become one row-number range each.
+    edges = np.diff(np.concatenate(([0], np.asarray(keep, np.int8), [0])))
+    first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return " OR ".join(
+        f"({ROW_NUMBER} >= {starts[a]} AND {ROW_NUMBER} < {ends[b - 1]})"
+        for a, b in zip(first, stop, strict=True)
+    )
+
+
 def parquet_source(result: PruneResult) -> str:
     """Return a DuckDB table expression reading only the surviving row groups of Parquet files.
 
@@ -80,37 +107,211 @@ def parquet_source(result: PruneResult) -> str:
         >>> parquet_source(result)  # doctest: +SKIP
         "(SELECT * EXCLUDE (file_row_number) FROM read_parquet('/d/a.parquet', ...) WHERE ...)"
     """
-    import numpy as np
-
     parts = []
     whole = []
     for state, keep in zip(result.files, result.keep, strict=True):
         if not keep.any():
             continue
-        path = "'" + str(state.source.path).replace("'", "''") + "'"
+        path = _quoted(state.source.path)
         if keep.all():
             whole.append(path)
             continue
-        ends = np.cumsum(state.layout.rows)
-        starts = ends - state.layout.rows
-        # Runs of consecutive surviving row groups become one row-number range each.
-        edges = np.diff(np.concatenate(([0], keep.astype(np.int8), [0])))
-        first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-        ranges = " OR ".join(
-            f"({ROW_NUMBER} >= {starts[a]} AND {ROW_NUMBER} < {ends[b - 1]})"
-            for a, b in zip(first, stop, strict=True)
-        )
         parts.append(
             f"SELECT * EXCLUDE ({ROW_NUMBER}) FROM read_parquet({path}, {ROW_NUMBER}=true) "
-            f"WHERE {ranges}"
+            f"WHERE {_row_ranges(state, keep)}"
         )
     if whole:
         # One reader over all whole files: DuckDB spreads them over its threads.
         parts.insert(0, f"SELECT * FROM read_parquet([{', '.join(whole)}])")
     if not parts:
-        # Every row group was ruled out: an empty relation with the dataset's columns.
-        first_file = "'" + str(result.files[0].source.path).replace("'", "''") + "'"
-        parts.append(f"SELECT * FROM read_parquet({first_file}) LIMIT 0")
+        parts.append(_empty_source(result))
+    return "(" + " UNION ALL BY NAME ".join(parts) + ")"
+
+
+def _empty_source(result: PruneResult) -> str:
+    # Every row group was ruled out: an empty relation with the dataset's columns.
+    return f"SELECT * FROM read_parquet({_quoted(result.files[0].source.path)}) LIMIT 0"
+
+
+def _locatable(arrow_type) -> bool:
+    """Whether DuckDB reads values of this Arrow type exactly as it reads them from Parquet.
+
+    Integers, floats and booleans map one to one; strings are left to DuckDB's own Parquet
+    reader, which evaluates them faster than pyarrow decodes them.
+    """
+    import pyarrow as pa
+
+    return (
+        pa.types.is_integer(arrow_type)
+        or pa.types.is_floating(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+    )
+
+
+def locate_matches(
+    cursor,
+    result: PruneResult,
+    condition: str,
+    columns: list[str],
+    cap: int,
+    limit: int | None = None,
+    lookup: tuple | None = None,
+) -> dict | None:
+    """Find the rows of the surviving row groups that satisfy ``condition``, reading only the
+    columns it reads.
+
+    The index keeps a row group when its filter may hold the value; for a point lookup most
+    kept row groups are false positives. pyarrow reads the WHERE's columns of the surviving
+    row groups (with the cached footer), DuckDB evaluates the condition on that small Arrow
+    table, and the caller then reads the selected columns of the matching rows only.
+
+    Args:
+        cursor: A DuckDB cursor.
+        result: The pruning result (Parquet files only).
+        condition: The WHERE as DuckDB SQL.
+        columns: The columns ``condition`` reads.
+        cap: Give up (return None) when more than this many rows match.
+        limit: Locate at most this many rows (at most ``cap``) and never give up: the query
+            has a LIMIT, any ``limit`` matching rows are an answer.
+        lookup: The same condition as integer equality tests
+            (:func:`~bloomskip.dataset.translate.integer_lookup`): evaluated with
+            ``pyarrow.compute``, which skips DuckDB's per-query overhead.
+
+    Returns:
+        ``{file number in result.files: sorted int64 row numbers}`` (files without a match are
+        left out), or None when locating does not apply: a column that is not an integer,
+        float or boolean (or differs between files), too many bytes to read, more than
+        ``cap`` matches, or a condition DuckDB rejects. The caller then runs one query.
+
+    Example:
+        >>> locate_matches(cursor, result, '"user_id" = 42', ["user_id"], 4096)  # doctest: +SKIP
+        {3: array([196608])}
+    """
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not columns or ROW_COLUMN in columns:
+        return None
+    surviving = [
+        (number, state, np.flatnonzero(keep))
+        for number, (state, keep) in enumerate(zip(result.files, result.keep, strict=True))
+        if keep.any()
+    ]
+    stored = sum(
+        int(state.layout.bytes_of(columns)[groups].sum()) for _, state, groups in surviving
+    )
+    if stored > LOCATE_MAX_BYTES:
+        return None
+    tables = []
+    firsts = []  # per surviving row group: its first row's number in its file
+    for _, state, groups in surviving:
+        reader = pq.ParquetFile(state.source.path, metadata=state.layout.metadata)
+        schema = reader.schema_arrow
+        if not all(
+            name in schema.names and _locatable(schema.field(name).type) for name in columns
+        ):
+            return None
+        table = reader.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+        rows = np.asarray(state.layout.rows, np.int64)
+        if table.num_rows != int(rows[groups].sum()):
+            return None
+        tables.append(table)
+        firsts.append((np.cumsum(rows) - rows)[groups])
+    if not tables:
+        return {}
+    try:
+        located = pa.concat_tables(tables)
+    except pa.ArrowInvalid:
+        return None  # the files disagree on a column's type
+    count = int(cap) + 1 if limit is None else int(limit)
+    mask = _lookup_mask(located, lookup) if lookup is not None else None
+    if mask is not None:
+        positions = np.flatnonzero(mask)[:count]
+    else:
+        # Each row's position in the located table, mapped back to (file, row) below.
+        located = located.append_column(ROW_COLUMN, pa.array(np.arange(located.num_rows)))
+        cursor.register(LOCATE_VIEW, located)
+        try:
+            found = cursor.execute(
+                f'SELECT "{ROW_COLUMN}" FROM {LOCATE_VIEW} WHERE {condition} LIMIT {count}'
+            ).fetchnumpy()
+        except duckdb.Error:
+            return None
+        finally:
+            cursor.unregister(LOCATE_VIEW)
+        positions = np.asarray(found[ROW_COLUMN], np.int64)
+    if limit is None and len(positions) > cap:
+        return None
+    group_rows = np.concatenate(
+        [np.asarray(state.layout.rows, np.int64)[groups] for _, state, groups in surviving]
+    )
+    group_ends = np.cumsum(group_rows)
+    group_of = np.searchsorted(group_ends, positions, side="right")
+    rows = np.concatenate(firsts)[group_of] + positions - (group_ends - group_rows)[group_of]
+    file_of = np.repeat([number for number, _, _ in surviving], [len(g) for _, _, g in surviving])
+    files = file_of[group_of]
+    return {int(f): np.sort(rows[files == f]) for f in np.unique(files)}
+
+
+def _lookup_mask(table, terms: tuple):
+    """Evaluate :func:`~bloomskip.dataset.translate.integer_lookup` terms on ``table``.
+
+    Returns:
+        A numpy bool array (NULL read as FALSE, exact for AND/OR of equality tests), or None
+        when a column is not a signed integer column of ``table``.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if terms[0] == "in":
+        _, name, values = terms
+        if name not in table.column_names or not pa.types.is_signed_integer(
+            table.schema.field(name).type
+        ):
+            return None
+        # Widening a signed integer column to int64 is exact; the literals are int64 already.
+        column = pc.cast(table.column(name), pa.int64())
+        found = pc.is_in(column, value_set=pa.array(values, pa.int64()))
+        return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), bool)
+    masks = [_lookup_mask(table, term) for term in terms[1]]
+    if any(mask is None for mask in masks):
+        return None
+    combine = np.logical_and if terms[0] == "and" else np.logical_or
+    return combine.reduce(masks)
+
+
+def matched_rows_source(result: PruneResult, matches: dict) -> str:
+    """Return a DuckDB table expression reading exactly the located rows (see
+    :func:`locate_matches`) by their ``file_row_number``.
+
+    Args:
+        result: The pruning result.
+        matches: ``{file number: row numbers}``.
+
+    Returns:
+        SQL for the ``FROM`` clause.
+    """
+    import numpy as np
+
+    parts = []
+    for number, rows in sorted(matches.items()):
+        state = result.files[number]
+        # The row groups holding the rows, as ranges: DuckDB skips the others without
+        # decoding them; the IN list then picks the rows.
+        groups = np.searchsorted(np.cumsum(state.layout.rows), rows, side="right")
+        holding = np.zeros(len(state.layout.rows), bool)
+        holding[groups] = True
+        listed = ", ".join(str(int(row)) for row in rows)
+        parts.append(
+            f"SELECT * EXCLUDE ({ROW_NUMBER}) FROM "
+            f"read_parquet({_quoted(state.source.path)}, {ROW_NUMBER}=true) "
+            f"WHERE ({_row_ranges(state, holding)}) AND {ROW_NUMBER} IN ({listed})"
+        )
+    if not parts:
+        parts.append(_empty_source(result))
     return "(" + " UNION ALL BY NAME ".join(parts) + ")"
 
 
@@ -150,8 +351,16 @@ def run_query(
     columns: list[str] | str | None = None,
     limit: int | None = None,
     connection=None,
+    empty_results: dict | None = None,
 ):
     """Read the surviving row groups and return the rows satisfying ``where``.
+
+    For Parquet, when the index skipped row groups but kept several, the matching rows are
+    first located reading only the columns the WHERE reads (:func:`locate_matches`), and the
+    selected columns are then read for those rows only: row groups the index kept but that
+    hold no match (Bloom filter false positives) cost one column, not all of them, and a query
+    matching nothing is answered without reading any other column. Otherwise (many matches,
+    nothing skipped, string conditions) one DuckDB query reads the surviving row groups.
 
     Args:
         result: The pruning result.
@@ -160,6 +369,9 @@ def run_query(
         columns: Columns to return (see :func:`select_list`); all when None.
         limit: At most this many rows.
         connection: A DuckDB connection to run on (a cursor of it is used); a new one when None.
+        empty_results: Reused across calls with the same connection and unchanged files: the
+            empty result of each (columns, WHERE), so that a query matching nothing does not
+            ask DuckDB for its result type again.
 
     Returns:
         A ``pyarrow.Table``.
@@ -173,25 +385,58 @@ def run_query(
     """
     import duckdb
 
-    from bloomskip.dataset.translate import clickhouse_to_duckdb
+    from bloomskip.dataset.translate import (
+        clickhouse_to_duckdb,
+        integer_lookup,
+        referenced_columns,
+    )
 
     condition = clickhouse_to_duckdb(where)
     projection = select_list(columns)
-    dataset = None
-    if all(s.source.format == "parquet" for s in result.files) and ROW_NUMBER not in schema.names:
-        source = parquet_source(result)
-    else:
-        source = VIEW_NAME
-        dataset = surviving_dataset(result, schema)
-    sql = f"SELECT {projection} FROM {source} WHERE {condition}"
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
+    suffix = "" if limit is None else f" LIMIT {int(limit)}"
     # A cursor is cheap and has its own view names; connecting costs ~10 ms per query.
     cursor = (connection or duckdb.connect()).cursor()
+    sql = ""
     try:
-        if dataset is not None:
-            cursor.register(VIEW_NAME, dataset)
-        return cursor.sql(sql).to_arrow_table()
+        empty_key = None
+        if all(s.source.format == "parquet" for s in result.files) and (
+            ROW_NUMBER not in schema.names
+        ):
+            source = None
+            some_skipped = not all(keep.all() for keep in result.keep)
+            # With one surviving row group there is no false positive to save: DuckDB's own
+            # filtered read of it costs what locating alone would.
+            several = sum(int(keep.sum()) for keep in result.keep) > 1
+            if some_skipped and several and (limit is None or 0 < limit <= LOCATE_CAP):
+                matches = locate_matches(
+                    cursor,
+                    result,
+                    condition,
+                    referenced_columns(where),
+                    LOCATE_CAP,
+                    limit,
+                    integer_lookup(where),
+                )
+                if matches is not None:
+                    source = matched_rows_source(result, matches)
+                    if not matches:
+                        # Nothing matches: only the result's column types are needed, and
+                        # they depend on the query and the (unchanged) files alone.
+                        empty_key = (projection, condition, str(result.files[0].source.path))
+            if source is None:
+                source = parquet_source(result)
+        else:
+            source = VIEW_NAME
+            cursor.register(VIEW_NAME, surviving_dataset(result, schema))
+        if empty_results is not None and empty_key in empty_results:
+            return empty_results[empty_key]
+        sql = f"SELECT {projection} FROM {source} WHERE {condition}{suffix}"
+        table = cursor.sql(sql).to_arrow_table()
+        if empty_results is not None and empty_key is not None:
+            if len(empty_results) > 256:
+                empty_results.clear()
+            empty_results[empty_key] = table
+        return table
     except duckdb.Error as exc:
         raise BloomskipError(f"DuckDB rejected the query {sql!r}: {exc}") from exc
     finally:

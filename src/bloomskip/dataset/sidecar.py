@@ -59,14 +59,15 @@ class FileEntry:
         format: ``"parquet"`` or ``"arrow-ipc"``.
         identity: Size, modification time and footer hash at indexing time.
         granule_rows: Rows of each granule, in file order.
-        payloads: One ClickHouse ``.idx`` stream per index of the sidecar, in index order.
+        payloads: One ClickHouse ``.idx`` stream per index of the sidecar, in index order
+            (read from a file: read-only views of the sidecar's bytes).
     """
 
     path: str
     format: str
     identity: FileIdentity
     granule_rows: list[int]
-    payloads: list[bytes] = field(repr=False)
+    payloads: list[bytes | memoryview] = field(repr=False)
 
 
 @dataclass
@@ -134,7 +135,7 @@ def read_sidecar(path: str | os.PathLike) -> Sidecar:
         path: The sidecar file.
 
     Returns:
-        The decoded sidecar; payloads are slices of the file's bytes.
+        The decoded sidecar; payloads are read-only views of the file's bytes.
 
     Raises:
         FormatError: Bad magic, unknown version, checksum mismatch, or a header that does not
@@ -306,7 +307,8 @@ def _decode_header(header: object, payload_section: memoryview, source: str) -> 
                 name,
                 source,
             )
-            payloads.append(bytes(payload_section[start : start + length]))
+            # A view, not a copy: the payloads are most of the file.
+            payloads.append(payload_section[start : start + length])
         identity = FileIdentity(item["size"], item["mtime_ns"], digest)
         files[path] = FileEntry(path, item["format"], identity, list(rows), payloads)
     return Sidecar(granule, indexes, files)

@@ -72,6 +72,71 @@ class SourceFile:
         return FileIdentity(stat.st_size, stat.st_mtime_ns, hashlib.sha256(footer).hexdigest())
 
 
+def stat_key(path: str | os.PathLike) -> tuple[int, ...]:
+    """Return what ``stat`` says about a file that any change to it also changes.
+
+    The status-change time ``st_ctime_ns`` is set by the kernel on every write, rename or
+    ``utime`` call and cannot be set back by a program, so a file whose key is unchanged holds
+    the same bytes (and the same footer) as when the key was taken.
+
+    Args:
+        path: The file.
+
+    Returns:
+        ``(device, inode, size, mtime_ns, ctime_ns)``.
+
+    Raises:
+        OSError: The file cannot be stat-ed.
+
+    Example:
+        >>> stat_key("a.parquet")  # doctest: +SKIP
+        (2049, 1311, 1234, 1764460000000000000, 1764460000000000000)
+    """
+    stat = os.stat(path)
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+class IdentityCache:
+    """File identities (size, mtime, footer hash), re-validated by ``stat`` on every use.
+
+    Hashing a footer means opening the file and reading its metadata; a dataset answering many
+    queries would do it for every file on every query. The cache keeps each file's identity with
+    the :func:`stat_key` it was read under, and re-reads the footer only when that key changes:
+    every query still checks every file, at the cost of one ``stat``.
+
+    Example:
+        >>> identities = IdentityCache()
+        >>> identities.identity(SourceFile(Path("a.parquet"), "parquet"))  # doctest: +SKIP
+        FileIdentity(size=1234, mtime_ns=..., footer_sha256='9f2c...')
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[Path, tuple[tuple[int, ...], FileIdentity]] = {}
+
+    def identity(self, source: SourceFile) -> FileIdentity:
+        """Return the file's current identity (see :meth:`SourceFile.identity`).
+
+        Args:
+            source: The file.
+
+        Returns:
+            Its identity now.
+
+        Raises:
+            FormatError: The file is too short or its footer is malformed.
+            OSError: The file cannot be read.
+        """
+        key = stat_key(source.path)
+        known = self._known.get(source.path)
+        if known is not None and known[0] == key:
+            return known[1]
+        identity = source.identity()
+        # Cached only when nothing changed while the footer was read.
+        if stat_key(source.path) == key and (identity.size, identity.mtime_ns) == key[2:4]:
+            self._known[source.path] = (key, identity)
+        return identity
+
+
 def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes:
     """Return the footer of a Parquet or Arrow IPC file (the metadata plus its length and magic).
 
@@ -222,10 +287,13 @@ class Layout:
     Attributes:
         rows: Rows of each unit, ``int64[units]``.
         column_bytes: For each top-level column, its stored (compressed) bytes in each unit.
+        metadata: The parsed Parquet footer (``pyarrow.parquet.FileMetaData``), None for Arrow
+            IPC; reading row groups with it skips parsing the footer again.
     """
 
     rows: object
     column_bytes: dict[str, object]
+    metadata: object = None
 
     def bytes_of(self, columns: list[str]):
         """Return the stored bytes per unit of ``columns`` (all columns when empty)."""
@@ -273,7 +341,7 @@ def read_layout(source: SourceFile) -> Layout:
                 name = chunk.path_in_schema.split(".")[0]
                 sizes = column_bytes.setdefault(name, np.zeros(len(rows), np.int64))
                 sizes[g] += chunk.total_compressed_size
-        return Layout(rows, column_bytes)
+        return Layout(rows, column_bytes, metadata)
     import pyarrow as pa
 
     with pa.memory_map(str(source.path)) as handle:

@@ -214,6 +214,40 @@ class BloomFilter:
             raise cursor.error(f"{cursor.remaining} unexpected bytes after the filter", "end")
         return result
 
+    @classmethod
+    def from_stored_bits(
+        cls,
+        stored: bytes,
+        bit_count: int,
+        hash_function_count: int,
+        *,
+        variant: HashVariant = "both",
+        charset: str = DEFAULT_CHARSET,
+    ) -> BloomFilter:
+        """Wrap bit bytes as stored in a file, whose fields the caller has already validated.
+
+        Args:
+            stored: The bit bytes (LSB-first, possibly without trailing zero bytes).
+            bit_count: 1 .. 2**31 - 1, with ``len(stored) <= ceil(bit_count / 8)``.
+            hash_function_count: 1 .. 8.
+            variant: How to query it.
+            charset: The path charset.
+
+        Returns:
+            The filter (holding a copy of ``stored``).
+
+        Example:
+            >>> BloomFilter.from_stored_bits(b"\x01", 256, 5).set_positions().tolist()
+            [0]
+        """
+        result = cls.__new__(cls)
+        result.bit_count = bit_count
+        result.hash_function_count = hash_function_count
+        result.variant = variant
+        result.charset = charset
+        result._bits = np.frombuffer(stored, dtype=np.uint8).copy()
+        return result
+
     def to_bytes(self) -> bytes:
         """Serialize as the spec does: trailing zero bytes omitted, ``b"\\x00"`` if no bit is set.
 
@@ -462,32 +496,66 @@ class PathProbe:
         False
     """
 
-    __slots__ = ("path", "_encoded", "_flags", "_positions")
+    __slots__ = ("path", "encoded", "signed_tails", "_masks")
 
     def __init__(
         self, path: PathLike, *, variant: HashVariant = "both", charset: str = DEFAULT_CHARSET
     ) -> None:
         self.path = path
-        self._encoded = [encode_path(path, charset)]
-        self._flags = signed_tail_flags(variant)
-        self._positions: dict[tuple[int, int], list[list[int]]] = {}
+        #: The hashed bytes of the path.
+        self.encoded = encode_path(path, charset)
+        #: The ``signed_tail`` flag of each probed variant.
+        self.signed_tails = signed_tail_flags(variant)
+        self._masks: dict[tuple[int, int], tuple[tuple[tuple[int, int], ...], ...]] = {}
 
     def might_be_in(self, bloom_filter: BloomFilter) -> bool:
         """Return False only when the filter rules the path out under every probed variant."""
-        shape = (bloom_filter.bit_count, bloom_filter.hash_function_count)
-        per_variant = self._positions.get(shape)
-        if per_variant is None:
-            per_variant = [
-                bits.tsfile_positions(self._encoded, *shape, signed_tail)[0].tolist()
-                for signed_tail in self._flags
-            ]
-            self._positions[shape] = per_variant
         stored = bloom_filter._bits
-        length = len(stored)
-        return any(
-            all(p >> 3 < length and stored[p >> 3] >> (p & 7) & 1 for p in positions)
-            for positions in per_variant
+        return self.might_be_in_stored(
+            stored, 0, len(stored), bloom_filter.bit_count, bloom_filter.hash_function_count
         )
+
+    def might_be_in_stored(
+        self, data: Any, start: int, byte_length: int, bit_count: int, hash_function_count: int
+    ) -> bool:
+        """Test a filter still in the bytes read from a file, without building a BloomFilter.
+
+        Args:
+            data: Bytes holding the filter's stored bits at ``start``.
+            start: Where the bits start in ``data``.
+            byte_length: How many bit bytes are stored (absent bytes are zero).
+            bit_count: The filter's bit count (validated by the caller, >= 1).
+            hash_function_count: The filter's k (validated by the caller, 1 .. 8).
+
+        Returns:
+            False only when the filter rules the path out under every probed variant.
+
+        Example:
+            >>> PathProbe("root.sg.d1.s1").might_be_in_stored(bytes(32), 0, 32, 256, 5)
+            False
+        """
+        shape = (bit_count, hash_function_count)
+        per_variant = self._masks.get(shape)
+        if per_variant is None:
+            masks = (
+                tuple(
+                    (position >> 3, 1 << (position & 7))
+                    for position in bits.tsfile_positions([self.encoded], *shape, signed_tail)[
+                        0
+                    ].tolist()
+                )
+                for signed_tail in self.signed_tails
+            )
+            # Both tails give the same bits unless a byte >= 0x80 lands in the tail: test once.
+            per_variant = tuple(dict.fromkeys(masks))
+            self._masks[shape] = per_variant
+        for masks in per_variant:
+            for index, mask in masks:
+                if index >= byte_length or not data[start + index] & mask:
+                    break
+            else:
+                return True
+        return False
 
 
 def decode_filter(
@@ -526,7 +594,7 @@ def decode_filter(
             f"({cursor.remaining} bytes remain)",
             "bloom_filter.bits",
         )
-    stored = np.frombuffer(cursor.take(byte_length, "bloom_filter.bits"), dtype=np.uint8).copy()
+    stored = cursor.take(byte_length, "bloom_filter.bits")
     if byte_length == 0 and version >= 4:
         return None
     count_offset = cursor.offset
@@ -551,13 +619,9 @@ def decode_filter(
             "bloom_filter.byte_length",
             length_offset,
         )
-    result = BloomFilter.__new__(BloomFilter)
-    result.bit_count = bit_count
-    result.hash_function_count = hash_count
-    result.variant = variant
-    result.charset = charset
-    result._bits = stored
-    return result
+    return BloomFilter.from_stored_bits(
+        stored, bit_count, hash_count, variant=variant, charset=charset
+    )
 
 
 def _padded(array: np.ndarray, length: int) -> np.ndarray:

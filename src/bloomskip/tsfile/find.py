@@ -1,7 +1,10 @@
 """Finding which of many .tsfile files hold a series.
 
-Each file costs one read of its tail (TsFileMetadata, which holds the filter). Only when the filter
-cannot rule the path out is the metadata index walked -- a few more small reads.
+Each file costs one read of its tail (TsFileMetadata, which holds the filter), checked and tested
+in C without building Python objects for the tables and schemas before the filter. Only when the
+filter cannot rule the path out is the file opened with :class:`TsFileReader` and the metadata
+index walked -- a few more small reads. A file the scan finds anything wrong with also goes to the
+reader, whose careful parser names the field and offset of the problem.
 
 Example:
     >>> for hit in find_series("root.sg.d1.s1", ["data/"]):  # doctest: +SKIP
@@ -13,21 +16,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
+from bloomskip import _native
 from bloomskip.errors import FormatError
 from bloomskip.tsfile.filter import PathProbe
 from bloomskip.tsfile.hash import HashVariant
 from bloomskip.tsfile.paths import DEFAULT_CHARSET
-from bloomskip.tsfile.reader import TsFileReader
+from bloomskip.tsfile.reader import HEAD_SIZE, OPEN_FLAGS, TsFileReader
 
 TSFILE_SUFFIX = ".tsfile"
+#: Tail bytes read to test the filter: TsFileMetadata of a file with a few hundred series fits.
+FILTER_TAIL_READ = 4096
 
 
-@dataclass(frozen=True)
-class FindResult:
-    """One file's answer: the filter's verdict, the index's answer, or why it failed."""
+class FindResult(NamedTuple):
+    """One file's answer: the filter's verdict, the index's answer, or why it failed.
+
+    A named tuple (immutable, and cheap to make: ``find`` makes one per file).
+    """
 
     file: str
     bloom: str | None
@@ -92,11 +100,48 @@ def find_series(
     """
     probe = PathProbe(path, variant=variant, charset=charset)
     for file in files:
+        name = os.fspath(file)
         try:
-            with TsFileReader(file, variant=variant, charset=charset) as reader:
-                result = reader.lookup(probe)
-                yield FindResult(
-                    os.fspath(file), result.bloom, result.present, None, reader.bytes_read
-                )
+            yield _find_in_file(name, probe, variant, charset)
         except (FormatError, OSError) as exc:
-            yield FindResult(os.fspath(file), None, False, str(exc))
+            yield FindResult(name, None, False, str(exc))
+
+
+def _find_in_file(name: str, probe: PathProbe, variant: HashVariant, charset: str) -> FindResult:
+    """Test the filter from the tail (in C); walk the index only if the filter cannot rule out.
+
+    When the C scan is unsure (no filter, a metadata larger than the tail, anything malformed),
+    the reader takes over and reaches the same answer, or names the problem.
+
+    Raises:
+        FormatError: The file is malformed.
+        OSError: The file cannot be opened or read.
+    """
+    fd = os.open(name, OPEN_FLAGS)
+    reader = None
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        length = size if size < FILTER_TAIL_READ else FILTER_TAIL_READ
+        tail = os.pread(fd, length, size - length)
+        head = tail if length == size else os.pread(fd, HEAD_SIZE, 0)
+        bytes_read = length if head is tail else length + HEAD_SIZE
+        # Short reads: the file changed while being read, so the reader starts afresh.
+        if len(tail) == length and (head is tail or len(head) == HEAD_SIZE):
+            verdict = _native.tsfile_tail_verdict(
+                tail, head, size, probe.encoded, probe.signed_tails
+            )
+            if verdict == 0:
+                # The C scan checked the envelope and every rule of TsFileMetadata up to the
+                # filter, as the reader would, before testing the bits.
+                return FindResult(name, "absent", False, None, bytes_read)
+            # The reader takes the descriptor over, and closes it even if it fails.
+            fd, owned = -1, fd
+            reader = TsFileReader.adopt(
+                name, owned, size, tail, head, variant=variant, charset=charset
+            )
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    with reader or TsFileReader(name, variant=variant, charset=charset) as opened:
+        result = opened.lookup(probe)
+        return FindResult(name, result.bloom, result.present, None, bytes_read + opened.bytes_read)

@@ -27,11 +27,13 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
 
+from bloomskip import _native
 from bloomskip.errors import FormatError
 from bloomskip.tsfile.codec import ByteCursor, TruncatedError
 from bloomskip.tsfile.filter import BloomFilter, PathProbe, decode_filter
@@ -45,6 +47,8 @@ from bloomskip.tsfile.paths import (
 )
 
 MAGIC = b"TsFile"
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+_I32 = struct.Struct(">i")
 HEAD_SIZE = len(MAGIC) + 1
 #: i32 metadataSize + magic.
 TAIL_SIZE = 4 + len(MAGIC)
@@ -87,6 +91,7 @@ class NodeType(IntEnum):
     LEAF_MEASUREMENT = 3
 
 
+_NODE_TYPES = tuple(NodeType)
 _DEVICE_LEVEL = (NodeType.INTERNAL_DEVICE, NodeType.LEAF_DEVICE)
 _MEASUREMENT_LEVEL = (NodeType.INTERNAL_MEASUREMENT, NodeType.LEAF_MEASUREMENT)
 
@@ -205,6 +210,60 @@ class _LazyRoots(Mapping[str, IndexNode]):
         return len(self._positions)
 
 
+def check_envelope(head: bytes, tail: bytes, size: int, source: str) -> tuple[int, int, int]:
+    """Check the magic at both ends, the version and the metadata size of a TsFile.
+
+    Args:
+        head: The first :data:`HEAD_SIZE` bytes of the file (or more).
+        tail: The last bytes of the file, at least :data:`TAIL_SIZE` of them.
+        size: The file size (at least ``HEAD_SIZE + TAIL_SIZE``).
+        source: File name for errors.
+
+    Returns:
+        ``(version, metadata_start, metadata_end)``: TsFileMetadata is ``[start, end)``.
+
+    Raises:
+        FormatError: A magic, the version or the metadata size is wrong.
+
+    Example:
+        >>> check_envelope(b"TsFile\\x04", b"TsFile\\x04\\x00\\x00\\x00\\x00TsFile", 17, "x")
+        (4, 7, 7)
+    """
+    if head[: len(MAGIC)] != MAGIC:
+        raise FormatError(
+            f"head magic is {head[: len(MAGIC)]!r}, not {MAGIC!r}",
+            field="magic",
+            offset=0,
+            source=source,
+        )
+    version = head[len(MAGIC)]
+    if version not in SUPPORTED_VERSIONS:
+        raise FormatError(
+            f"unsupported format version {version}",
+            field="version",
+            offset=len(MAGIC),
+            source=source,
+        )
+    if tail[-len(MAGIC) :] != MAGIC:
+        raise FormatError(
+            f"tail magic is {tail[-len(MAGIC) :]!r}, not {MAGIC!r}",
+            field="tail magic",
+            offset=size - len(MAGIC),
+            source=source,
+        )
+    metadata_end = size - TAIL_SIZE
+    metadata_size = _I32.unpack_from(tail, len(tail) - TAIL_SIZE)[0]
+    metadata_start = metadata_end - metadata_size
+    if metadata_size < 0 or metadata_start < HEAD_SIZE:
+        raise FormatError(
+            f"metadata_size {metadata_size} does not fit between the head and the tail",
+            field="metadata_size",
+            offset=metadata_end,
+            source=source,
+        )
+    return version, metadata_start, metadata_end
+
+
 class _TooManyInterpretations(Exception):
     """A path string splits into too many (device, measurement) candidates to try one by one."""
 
@@ -238,19 +297,71 @@ class TsFileReader:
         charset: str = DEFAULT_CHARSET,
         tail_read_size: int = DEFAULT_TAIL_READ,
     ) -> None:
+        self._start(file, variant, charset, os.open(os.fspath(file), OPEN_FLAGS))
+        try:
+            self.size = os.fstat(self._fd).st_size
+            tail_length = min(self.size, max(tail_read_size, TAIL_SIZE))
+            tail = self.read_bytes(self.size - tail_length, tail_length, "tail")
+            head = tail if tail_length == self.size else self.read_bytes(0, HEAD_SIZE, "head")
+            self.version, self.metadata = self._read_metadata(tail, head)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def adopt(
+        cls,
+        file: str | os.PathLike[str],
+        fd: int,
+        size: int,
+        tail: bytes,
+        head: bytes,
+        *,
+        variant: HashVariant = "both",
+        charset: str = DEFAULT_CHARSET,
+    ) -> TsFileReader:
+        """Take over an open file whose last and first bytes the caller has read already.
+
+        ``find`` reads a file's tail to test the filter; when the filter cannot rule a path out,
+        the reader carries on from those bytes instead of opening and reading the file again.
+
+        Args:
+            file: Path of the .tsfile (for errors).
+            fd: Open descriptor of it; the reader owns it from now on (closed on error too).
+            size: The file size.
+            tail: The last ``len(tail)`` bytes of the file.
+            head: Its first :data:`HEAD_SIZE` bytes (or all of them, when ``tail`` is the file).
+            variant: As for the constructor.
+            charset: As for the constructor.
+
+        Returns:
+            The reader (its ``bytes_read`` counts only what it reads from now on).
+
+        Raises:
+            FormatError: The file is not a well-formed TsFile (v3 or v4).
+            OSError: The file cannot be read.
+        """
+        reader = cls.__new__(cls)
+        reader._start(file, variant, charset, fd)
+        try:
+            reader.size = size
+            reader.version, reader.metadata = reader._read_metadata(tail, head)
+        except BaseException:
+            reader.close()
+            raise
+        return reader
+
+    def _start(
+        self, file: str | os.PathLike[str], variant: HashVariant, charset: str, fd: int
+    ) -> None:
         self.path = os.fspath(file)
         self.variant: HashVariant = variant
         self.charset = charset
         self.bytes_read = 0
         self._node_cache: dict[tuple[int, int, bool], IndexNode] = {}
         self._series: list[Series] | None = None
-        self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        try:
-            self.size = os.fstat(self._fd).st_size
-            self.version, self.metadata = self._read_metadata(tail_read_size)
-        except BaseException:
-            os.close(self._fd)
-            raise
+        self._tail, self._tail_start = b"", 1 << 63  # the bytes read at open, see read_bytes
+        self._fd = fd
 
     # ------------------------------------------------------------------ life cycle
     def close(self) -> None:
@@ -274,7 +385,7 @@ class TsFileReader:
         return FormatError(message, field=field_name, offset=offset, source=self.path)
 
     def read_bytes(self, offset: int, length: int, field_name: str) -> bytes:
-        """Read exactly ``length`` bytes at ``offset``.
+        """Read exactly ``length`` bytes at ``offset`` (from the tail read at open if it has them).
 
         Raises:
             FormatError: The range is not inside the file.
@@ -285,6 +396,9 @@ class TsFileReader:
                 field_name,
                 offset,
             )
+        in_tail = offset - self._tail_start
+        if in_tail >= 0:  # the tail runs to the end of the file, so it holds the whole range
+            return self._tail[in_tail : in_tail + length]
         data = os.pread(self._fd, length, offset)
         self.bytes_read += len(data)
         if len(data) != length:
@@ -296,7 +410,8 @@ class TsFileReader:
         return data
 
     # ------------------------------------------------------------------ TsFileMetadata
-    def _read_metadata(self, tail_read_size: int) -> tuple[int, TsFileMetadata]:
+    def _read_metadata(self, tail: bytes, head: bytes) -> tuple[int, TsFileMetadata]:
+        """Check the envelope and parse TsFileMetadata, given the file's last and first bytes."""
         if self.size < HEAD_SIZE + TAIL_SIZE:
             raise self._error(
                 f"file of {self.size} bytes is shorter than the head and tail "
@@ -304,39 +419,67 @@ class TsFileReader:
                 "file size",
                 0,
             )
-        tail_length = min(self.size, max(tail_read_size, TAIL_SIZE))
-        tail_start = self.size - tail_length
-        tail = self.read_bytes(tail_start, tail_length, "tail")
-        head = tail[:HEAD_SIZE] if tail_start == 0 else self.read_bytes(0, HEAD_SIZE, "head")
-        if head[: len(MAGIC)] != MAGIC:
-            raise self._error(f"head magic is {head[: len(MAGIC)]!r}, not {MAGIC!r}", "magic", 0)
-        version = head[len(MAGIC)]
-        if version not in SUPPORTED_VERSIONS:
-            raise self._error(f"unsupported format version {version}", "version", len(MAGIC))
-        if tail[-len(MAGIC) :] != MAGIC:
-            raise self._error(
-                f"tail magic is {tail[-len(MAGIC) :]!r}, not {MAGIC!r}",
-                "tail magic",
-                self.size - len(MAGIC),
-            )
-        size_offset = self.size - TAIL_SIZE
-        metadata_size = ByteCursor(tail[-TAIL_SIZE:], size_offset, self.path).i32("metadata_size")
-        metadata_end = size_offset
-        metadata_start = metadata_end - metadata_size
-        if metadata_size < 0 or metadata_start < HEAD_SIZE:
-            raise self._error(
-                f"metadata_size {metadata_size} does not fit between the head and the tail",
-                "metadata_size",
-                size_offset,
-            )
+        tail_start = self.size - len(tail)
+        version, metadata_start, metadata_end = check_envelope(head, tail, self.size, self.path)
+        # Index nodes of a small file sit in the tail already; read_bytes serves them from it.
+        self._tail, self._tail_start = tail, tail_start
         if metadata_start >= tail_start:
             data = tail[metadata_start - tail_start : metadata_end - tail_start]
         else:
-            data = self.read_bytes(metadata_start, metadata_size, "TsFileMetadata")
+            data = self.read_bytes(metadata_start, metadata_end - metadata_start, "TsFileMetadata")
+        try:
+            return version, self._scan_metadata(data, metadata_start, version)
+        except ValueError:
+            # The C scan found something wrong; the careful parser names the field and offset.
+            return version, self._parse_metadata(data, metadata_start, version)
+
+    def _parse_metadata(self, data: bytes, metadata_start: int, version: int) -> TsFileMetadata:
+        """Parse TsFileMetadata field by field in Python (raises the precise FormatError)."""
         cursor = ByteCursor(data, metadata_start, self.path)
+        metadata_end = metadata_start + len(data)
         if version == 3:
-            return version, self._parse_metadata_v3(cursor, metadata_end)
-        return version, self._parse_metadata_v4(cursor, metadata_end)
+            return self._parse_metadata_v3(cursor, metadata_end)
+        return self._parse_metadata_v4(cursor, metadata_end)
+
+    def _scan_metadata(self, data: bytes, metadata_start: int, version: int) -> TsFileMetadata:
+        """Build TsFileMetadata from the C scan, which checks every rule :meth:`_parse_metadata`
+        checks (and the table roots in full), without Python objects per root or column.
+
+        Raises:
+            ValueError: The scan found a violation (not a FormatError: re-parse to name it).
+        """
+        (
+            tables, schema_start, schema_count, meta_offset, filter_start, bits_start,
+            byte_length, bit_count, hash_count, filter_end, properties,
+        ) = _native.tsfile_scan_metadata(data, 0, len(data), version, metadata_start)  # fmt: skip
+        cursor = ByteCursor(data, metadata_start, self.path)
+        table_schemas: dict[str, TableSchema] = {}
+        if schema_count:
+            cursor.pos = schema_start
+            for _ in range(schema_count):
+                schema = _parse_table_schema(cursor)
+                table_schemas[schema.name] = schema
+        bloom_filter = None
+        if byte_length:
+            bloom_filter = BloomFilter.from_stored_bits(
+                data[bits_start : bits_start + byte_length],
+                bit_count,
+                hash_count,
+                variant=self.variant,
+                charset=self.charset,
+            )
+        return TsFileMetadata(
+            version,
+            metadata_start,
+            metadata_start + len(data),
+            _LazyRoots(dict(tables), self._root_parser(cursor, meta_offset, version)),
+            table_schemas,
+            meta_offset,
+            bloom_filter,
+            metadata_start + filter_start,
+            metadata_start + filter_end,
+            properties,
+        )
 
     def _parse_metadata_v4(self, cursor: ByteCursor, metadata_end: int) -> TsFileMetadata:
         start = cursor.offset
@@ -446,16 +589,29 @@ class TsFileReader:
 
         Writers serialize children before their parent, so ``limit`` is the parent's own
         position: offsets that point forward are corrupt, and a descent always terminates.
+        The C parser checks the same rules; when it refuses a node (corrupt, or cut short by a
+        prefix read), the Python parser below names the problem (or raises TruncatedError).
         """
+        position = cursor.offset
+        key_kind = (2 if version >= 4 else 1) if device_level else 0
+        try:
+            keys, offsets, end_offset, type_code, end = _native.tsfile_index_node(
+                cursor.data, cursor.pos, key_kind, floor, limit, cursor.base
+            )
+        except ValueError:
+            return self._parse_node_in_python(cursor, device_level, floor, limit, version)
+        cursor.pos = end
+        return IndexNode(keys, offsets, end_offset, _NODE_TYPES[type_code], position)
+
+    def _parse_node_in_python(
+        self, cursor: ByteCursor, device_level: bool, floor: int, limit: int, version: int
+    ) -> IndexNode:
+        """:meth:`_parse_node` field by field: raises the FormatError that names the problem."""
         position = cursor.offset
         key_field = "index_node.device" if device_level else "index_node.measurement"
         count = _count(cursor, "index_node.entry_count", 9)
         keys: list[DeviceSegments] | list[str] = []
         offsets: list[int] = []
-        fast = _fast_entries(cursor, count, device_level and version >= 4, device_level)
-        if fast is not None:
-            keys, offsets = fast
-            count = 0  # every entry was decoded by the fast path
         for _ in range(count):
             key_offset = cursor.offset
             if device_level and version >= 4:
@@ -737,61 +893,6 @@ def _skip_node(data: bytes, pos: int, segmented: bool) -> int | None:
         return None
     pos += 9  # end offset and node type
     return pos if pos <= len(data) else None
-
-
-def _fast_entries(
-    cursor: ByteCursor, count: int, segmented: bool, device_level: bool
-) -> tuple[list, list[int]] | None:
-    """Decode ``count`` index entries when every length fits in one varint byte.
-
-    Index nodes are read on every lookup, so the common case is decoded here with local
-    variables only. Anything unusual (long strings, bad UTF-8, truncation, zero segments) returns
-    None and leaves the cursor untouched; the careful per-field path then reports the problem.
-    """
-    data, pos = cursor.data, cursor.pos
-    keys: list = []
-    offsets: list[int] = []
-    try:
-        for _ in range(count):
-            if segmented:
-                segment_count = data[pos]
-                if not 0 < segment_count < 0x80:
-                    return None
-                pos += 1
-                segments: list[str | None] = []
-                for _ in range(segment_count):
-                    header = data[pos]
-                    pos += 1
-                    if header == 1:
-                        segments.append(None)
-                        continue
-                    if header >= 0x80 or header & 1:
-                        return None
-                    end = pos + (header >> 1)
-                    if end > len(data):
-                        return None
-                    segments.append(data[pos:end].decode("utf-8"))
-                    pos = end
-                key: object = tuple(segments)
-            else:
-                header = data[pos]
-                if header >= 0x80 or header & 1:
-                    return None
-                end = pos + 1 + (header >> 1)
-                if end > len(data):
-                    return None
-                name = data[pos + 1 : end].decode("utf-8")
-                pos = end
-                key = (name,) if device_level else name
-            if pos + 8 > len(data):
-                return None
-            offsets.append(int.from_bytes(data[pos : pos + 8], "big", signed=True))
-            pos += 8
-            keys.append(key)
-    except (IndexError, UnicodeDecodeError):
-        return None
-    cursor.pos = pos
-    return keys, offsets
 
 
 def _parse_table_schema(cursor: ByteCursor) -> TableSchema:

@@ -1,0 +1,372 @@
+"""The C scan of TsFileMetadata and of index nodes, and ``find``'s filter-only path.
+
+The C routines (``_native.tsfile_scan_metadata``, ``_native.tsfile_index_node``) must accept
+exactly what the Python parser accepts and return the same values; the Python parser is itself
+checked against files written by PyPI ``tsfile`` in the other tests. So every corpus file and
+thousands of corrupted variants are parsed both ways and compared. Random bytes, truncations and
+nonsense arguments must raise ValueError or return, never crash (``tools/sanitize.sh`` runs this
+file under AddressSanitizer and UBSan to catch out-of-bounds reads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tsfile_corpus import CorpusFile
+
+from bloomskip import FormatError, _native
+from bloomskip.tsfile import TsFileReader, find
+from bloomskip.tsfile.codec import ByteCursor
+from bloomskip.tsfile.filter import PathProbe
+from bloomskip.tsfile.find import find_series
+from bloomskip.tsfile.reader import HEAD_SIZE, TsFileMetadata
+
+NAMES = [
+    "tree_1",
+    "tree_10_cjk",
+    "tree_1000",
+    "tree_wide",
+    "tree_multiflush",
+    "tree_devices",
+    "tree_types",
+    "table_small",
+    "table_null_tags",
+    "table_ascii",
+]
+SCAN_FIELDS = 11
+
+
+@pytest.fixture
+def scratch_file(tmp_path: Path) -> Path:
+    return tmp_path / "scratch.tsfile"
+
+
+def _summary(metadata: TsFileMetadata) -> tuple:
+    """Everything TsFileMetadata holds, the root nodes parsed (so they must be valid too)."""
+    roots = {name: metadata.table_roots[name] for name in metadata.table_roots}
+    bloom = metadata.bloom_filter
+    return (
+        metadata.version, metadata.start, metadata.end, roots, metadata.table_schemas,
+        metadata.meta_offset, None if bloom is None else (bloom.to_bytes(), bloom.variant),
+        metadata.filter_start, metadata.filter_end, metadata.properties,
+    )  # fmt: skip
+
+
+def _both_ways(reader: TsFileReader, data: bytes, start: int) -> tuple[object, object]:
+    """(Python parse, C scan) of TsFileMetadata bytes; None where the parser refuses them."""
+    try:
+        careful = _summary(reader._parse_metadata(data, start, reader.version))
+    except FormatError:
+        careful = None
+    try:
+        scanned = reader._scan_metadata(data, start, reader.version)
+    except ValueError:
+        return careful, None
+    return careful, _summary(scanned)  # roots the scan accepted must parse: no FormatError
+
+
+def _metadata(reader: TsFileReader) -> tuple[bytes, int]:
+    metadata = reader.metadata
+    return reader.read_bytes(metadata.start, metadata.end - metadata.start, "m"), metadata.start
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scan_equals_the_python_parser(corpus: dict[str, CorpusFile], name: str) -> None:
+    with TsFileReader(corpus[name].path) as reader:
+        data, start = _metadata(reader)
+        careful, scanned = _both_ways(reader, data, start)
+        assert careful is not None and careful == scanned
+        assert _summary(reader.metadata) == careful
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scan_agrees_on_corrupt_metadata(corpus: dict[str, CorpusFile], name: str) -> None:
+    generator = random.Random(f"scan-{name}")
+    outcomes = {"both accept": 0, "both refuse": 0}
+    with TsFileReader(corpus[name].path) as reader:
+        data, start = _metadata(reader)
+        for trial in range(400):
+            changed = bytearray(data)
+            if trial % 4 == 0:
+                del changed[generator.randrange(len(changed)) :]
+            else:
+                for _ in range(1 + trial % 3):
+                    changed[generator.randrange(len(changed))] ^= generator.randrange(1, 256)
+            careful, scanned = _both_ways(reader, bytes(changed), start)
+            assert careful == scanned, (trial, careful, scanned)
+            outcomes["both refuse" if careful is None else "both accept"] += 1
+    assert outcomes["both refuse"] > 50
+
+
+def _node_positions(reader: TsFileReader) -> list[tuple[int, int, bool]]:
+    """(start, end, device_level) of every index node below the roots, after a full walk."""
+    reader.series()
+    return sorted(reader._node_cache)
+
+
+def _parse_both(
+    reader: TsFileReader, data: bytes, base: int, device_level: bool, floor: int, limit: int
+) -> tuple[object, object]:
+    cursor = ByteCursor(data, base, reader.path)
+    try:
+        node = reader._parse_node_in_python(cursor, device_level, floor, limit, reader.version)
+        careful: object = (node.keys, node.offsets, node.end_offset, node.node_type, cursor.pos)
+    except FormatError:
+        careful = None
+    kind = (2 if reader.version >= 4 else 1) if device_level else 0
+    try:
+        scanned: object = _native.tsfile_index_node(data, 0, kind, floor, limit, base)
+    except ValueError:
+        scanned = None
+    return careful, scanned
+
+
+@pytest.mark.parametrize("name", ["tree_1000", "tree_wide", "table_null_tags", "tree_devices"])
+def test_index_node_parser_agrees(corpus: dict[str, CorpusFile], name: str) -> None:
+    generator = random.Random(f"node-{name}")
+    refused = 0
+    with TsFileReader(corpus[name].path) as reader:
+        floor = reader.metadata.meta_offset
+        for start, end, device_level in _node_positions(reader)[:40]:
+            length = min(end - start, 4096)
+            data = reader.read_bytes(start, length, "node")
+            careful, scanned = _parse_both(reader, data, start, device_level, floor, start)
+            assert careful is not None and careful == scanned
+            for trial in range(60):
+                changed = bytearray(data)
+                if trial % 5 == 0:
+                    del changed[generator.randrange(len(changed)) :]
+                else:
+                    changed[generator.randrange(len(changed))] ^= generator.randrange(1, 256)
+                careful, scanned = _parse_both(
+                    reader, bytes(changed), start, device_level, floor, start
+                )
+                assert careful == scanned, (start, trial)
+                refused += careful is None
+    assert refused > 0
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.binary(max_size=400),
+    version=st.sampled_from([3, 4]),
+    base=st.integers(0, 2**40),
+    cut=st.integers(-3, 410),
+)
+def test_scan_of_random_bytes_raises_or_returns(
+    data: bytes, version: int, base: int, cut: int
+) -> None:
+    for start, end in ((0, len(data)), (min(max(cut, 0), len(data)), len(data)), (0, cut)):
+        try:
+            result = _native.tsfile_scan_metadata(data, start, end, version, base)
+        except ValueError:
+            continue
+        assert len(result) == SCAN_FIELDS and 0 <= result[1] <= result[4] <= result[9] <= end
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.binary(max_size=400),
+    pos=st.integers(-2, 410),
+    kind=st.integers(-1, 3),
+    floor=st.integers(-(2**63), 2**63 - 1),
+    limit=st.integers(-(2**63), 2**63 - 1),
+)
+def test_index_node_of_random_bytes_raises_or_returns(
+    data: bytes, pos: int, kind: int, floor: int, limit: int
+) -> None:
+    for low, high in ((floor, limit), (HEAD_SIZE, 2**62)):
+        try:
+            keys, offsets, end_offset, _, end = _native.tsfile_index_node(
+                data, pos, kind, low, high, 0
+            )
+        except ValueError:
+            continue
+        assert len(keys) == len(offsets) and low <= end_offset <= high and end <= len(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, 10**6), noise=st.binary(max_size=40), name=st.sampled_from(NAMES))
+def test_scan_of_truncated_and_extended_metadata(
+    corpus: dict[str, CorpusFile], cut: int, noise: bytes, name: str
+) -> None:
+    with TsFileReader(corpus[name].path) as reader:
+        data, start = _metadata(reader)
+    for sample in (data[: cut % (len(data) + 1)], data[: cut % (len(data) + 1)] + noise):
+        for version in (3, 4):
+            with contextlib.suppress(ValueError):
+                _native.tsfile_scan_metadata(sample, 0, len(sample), version, start)
+
+
+def test_scan_validates_its_arguments() -> None:
+    for arguments in (
+        (b"", 1, 0, 4, 0),
+        (b"", 0, 1, 4, 0),
+        (b"\x00", 0, 1, 5, 0),
+        (b"", 0, 0, 4, -1),
+    ):
+        with pytest.raises(ValueError, match="bad arguments"):
+            _native.tsfile_scan_metadata(*arguments)
+    with pytest.raises(ValueError, match="bad arguments"):
+        _native.tsfile_index_node(b"\x00", 2, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="index_node.entry_count"):
+        # 2**31 - 1 entries claimed in 5 bytes: refused before anything is allocated.
+        _native.tsfile_index_node(b"\xff\xff\xff\xff\x07", 0, 2, 0, 2**62, 0)
+
+
+def test_scan_names_the_field_and_offset(corpus: dict[str, CorpusFile]) -> None:
+    with TsFileReader(corpus["tree_1"].path) as reader:
+        data, start = _metadata(reader)
+        filter_start = reader.metadata.filter_start - start
+    changed = data[: filter_start - 8] + struct.pack(">q", 2**63 - 1) + data[filter_start:]
+    with pytest.raises(ValueError, match=f"meta_offset at offset {start + filter_start - 8}"):
+        _native.tsfile_scan_metadata(changed, 0, len(changed), 4, start)
+
+
+# ---------------------------------------------------------------------------- find's fast path
+PROBES = ["root.sg.d1.s1", "root.sg.设备.温度", "root.sg.d1.s9", "t1.gz.null.s1", "root.h.d1.m1"]
+
+
+def _verdict(data: bytes, tail_read: int, series: str) -> int:
+    head, tail = data[:HEAD_SIZE], data[-tail_read:]
+    probe = PathProbe(series)
+    return _native.tsfile_tail_verdict(tail, head, len(data), probe.encoded, probe.signed_tails)
+
+
+def _reader_verdict(path: Path, series: str) -> str:
+    try:
+        with TsFileReader(path) as reader:
+            return reader.filter_verdict(series)
+    except FormatError:
+        return "error"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tail_verdict_is_the_readers(
+    corpus: dict[str, CorpusFile], scratch_file: Path, name: str
+) -> None:
+    data = corpus[name].path.read_bytes()
+    with TsFileReader(corpus[name].path) as reader:
+        start, end = reader.metadata.start, reader.metadata.end
+        paths = [*reader.series_paths()[:3], *PROBES]
+        for series in paths:
+            expected = 0 if reader.filter_verdict(series) == "absent" else 1
+            assert _verdict(data, len(data), series) == expected
+            # A tail that misses the start of TsFileMetadata: unsure, the reader must look.
+            assert _verdict(data, len(data) - start - 1, series) == -1
+    # Corrupted metadata: "absent" only where the reader opens the file and says so too.
+    generator = random.Random(f"verdict-{name}")
+    ruled_out = 0
+    for trial in range(120):
+        changed = bytearray(data)
+        for _ in range(1 + trial % 3):
+            changed[generator.randrange(start, end)] ^= generator.randrange(1, 256)
+        scratch_file.write_bytes(bytes(changed))
+        for series in paths[::2]:
+            if _verdict(bytes(changed), 4096, series) == 0:
+                ruled_out += 1
+                assert _reader_verdict(scratch_file, series) == "absent"
+    assert ruled_out > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tail=st.binary(max_size=200),
+    head=st.binary(max_size=10),
+    size=st.integers(-(2**63), 2**63 - 1),
+    path=st.binary(max_size=40),
+    variants=st.sampled_from([(True,), (False,), (True, False)]),
+)
+def test_tail_verdict_of_random_bytes(
+    tail: bytes, head: bytes, size: int, path: bytes, variants: tuple[bool, ...]
+) -> None:
+    for candidate_tail, candidate_size in ((tail, size), (b"TsFile\x04" + tail, len(tail) + 7)):
+        verdict = _native.tsfile_tail_verdict(candidate_tail, head, candidate_size, path, variants)
+        assert verdict in (-1, 0, 1)
+
+
+def test_tail_verdict_of_a_truncated_tail(corpus: dict[str, CorpusFile]) -> None:
+    data = corpus["table_small"].path.read_bytes()
+    for cut in range(len(data)):
+        tail = data[cut:]  # claims to be the end of a file of len(data) bytes
+        for series in PROBES:
+            probe = PathProbe(series)
+            verdict = _native.tsfile_tail_verdict(
+                tail, data[:HEAD_SIZE], len(data), probe.encoded, probe.signed_tails
+            )
+            assert verdict in (-1, 0, 1)
+    with pytest.raises(ValueError, match="one or two variants"):
+        _native.tsfile_tail_verdict(data, data, len(data), b"x", ())
+
+
+def _reader_answer(path: Path, series: str) -> tuple[object, ...]:
+    """What find answered before it had a filter-only path: a TsFileReader lookup per file."""
+    try:
+        with TsFileReader(path) as reader:
+            result = reader.lookup(series)
+        return (result.bloom, result.present, None)
+    except FormatError as error:
+        return (None, False, str(error))
+
+
+@pytest.fixture
+def mixed_archive(corpus: dict[str, CorpusFile], tmp_path: Path) -> list[Path]:
+    """Corpus files plus corrupted copies (flipped metadata bytes, a bad head, a cut tail)."""
+    files = []
+    for name in NAMES:
+        target = tmp_path / f"{name}.tsfile"
+        shutil.copyfile(corpus[name].path, target)
+        files.append(target)
+    generator = random.Random("archive")
+    for index in range(60):
+        source = corpus[NAMES[index % len(NAMES)]].path
+        with TsFileReader(source) as reader:
+            start, end = reader.metadata.start, reader.metadata.end
+        data = bytearray(source.read_bytes())
+        if index % 10 == 0:
+            data[0] ^= 0x20
+        elif index % 10 == 1:
+            del data[generator.randrange(start, end) : end]
+        else:
+            for _ in range(1 + index % 3):
+                data[generator.randrange(start, end)] ^= generator.randrange(1, 256)
+        target = tmp_path / f"corrupt-{index}.tsfile"
+        target.write_bytes(bytes(data))
+        files.append(target)
+    return files
+
+
+@pytest.mark.parametrize("tail_read", [find.FILTER_TAIL_READ, 64])
+def test_find_answers_as_a_reader_lookup(
+    corpus: dict[str, CorpusFile],
+    mixed_archive: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tail_read: int,
+) -> None:
+    # 64 bytes: no metadata fits in the tail read, every file goes to the reader.
+    monkeypatch.setattr(find, "FILTER_TAIL_READ", tail_read)
+    with TsFileReader(corpus["table_small"].path) as reader:
+        table_paths = reader.series_paths()[:4]
+    paths = [
+        "root.sg.d1.s1", "root.sg.设备.温度", "root.sg.设备0.s1", "root.wide.d1.m7",
+        "root.ty.d.m_text", "root.nowhere.d.s1", "root.sg.d1.s9", *table_paths,
+    ]  # fmt: skip
+    corpus_names = {f"{name}.tsfile" for name in NAMES}
+    skipped = 0
+    for series in paths:
+        results = list(find_series(series, mixed_archive))
+        assert [result.file for result in results] == [str(file) for file in mixed_archive]
+        for file, result in zip(mixed_archive, results, strict=True):
+            assert (result.bloom, result.present, result.error) == _reader_answer(file, series)
+            skipped += result.bloom == "absent"
+            if result.bloom == "absent" and tail_read > 64 and file.name in corpus_names:
+                # A sound file ruled out by its filter costs the tail read and the head.
+                assert result.bytes_read <= tail_read + HEAD_SIZE
+    assert skipped > 100
