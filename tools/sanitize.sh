@@ -14,8 +14,9 @@ gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -std=c11 -Wall -Wextra -Wno-unu
     -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     -I"$include" src/bloomskip/_native.c -o "$work/bloomskip/_native$suffix"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Reports go to files (pytest would swallow them with the test's stderr) and are shown below.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$work/asan
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$work/ubsan
 # A sitecustomize that puts the sanitized copy first, ahead of any installed bloomskip.
 cat > "$work/sitecustomize.py" <<PY
 import sys
@@ -28,4 +29,9 @@ import bloomskip._native as n
 assert n.__file__.startswith("$work"), n.__file__
 print("sanitized kernels:", n.__file__)
 PY
-PYTHONPATH="$work" "$python" -m pytest -q -p no:cacheprovider "${@:-tests/foundation}"
+status=0
+PYTHONPATH="$work" "$python" -m pytest -q -p no:cacheprovider "${@:-tests/foundation}" || status=$?
+for report in "$work"/asan.* "$work"/ubsan.*; do
+    [ -e "$report" ] && { echo "== sanitizer report $report"; cat "$report"; status=1; }
+done
+exit $status

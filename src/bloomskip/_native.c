@@ -142,7 +142,8 @@ static inline void murmur3_tail(const u8 *data, size_t len, int tail_mode, u64 *
         /* Branch-free: the tail is cut out of the last 16 bytes (or, for 8..15 bytes, out of two
          * overlapping 8-byte loads) with shifts. With string lengths that vary, assembling it byte
          * by byte mispredicts on nearly every item. */
-        u64 low = len >= 16 ? load64(data + len - 16) : load64(data) << (8 * (16 - len));
+        /* For 8..15 bytes, bytes before the start read as zero; two shifts keep each below 64. */
+        u64 low = len >= 16 ? load64(data + len - 16) : (load64(data) << 8) << (8 * (15 - len));
         u128 last16 = ((u128)load64(data + len - 8) << 64) | low;
         /* Two shifts keep each below 128 bits; the mask clears the rem == 0 case. */
         u128 tail = ((last16 >> 8) >> (8 * (15 - rem))) & -(u128)(rem != 0);
@@ -1433,7 +1434,8 @@ static PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
             }
             for (Py_ssize_t i = lo; i < hi; i++)
                 u64set_add(&set, u64_at(&hashes[c], i));
-            memcpy(scratch + used, set.distinct, set.count * sizeof(u64));
+            if (set.count)
+                memcpy(scratch + used, set.distinct, set.count * sizeof(u64));
             start[c] = used;
             count[c] = set.count;
             used += set.count;

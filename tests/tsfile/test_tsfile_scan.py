@@ -14,6 +14,7 @@ import contextlib
 import random
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -370,3 +371,22 @@ def test_find_answers_as_a_reader_lookup(
                 # A sound file ruled out by its filter costs the tail read and the head.
                 assert result.bytes_read <= tail_read + HEAD_SIZE
     assert skipped > 100
+
+
+def test_find_in_processes_answers_the_same(mixed_archive: list[Path]) -> None:
+    for series in ("root.sg.设备.温度", "root.sg.d1.s1", "root.nowhere.d.s1"):
+        alone = list(find_series(series, mixed_archive))
+        assert list(find_series(series, iter(mixed_archive), jobs=3)) == alone
+    assert list(find_series("root.sg.d1.s1", [], jobs=2)) == []
+
+
+def test_find_cli_jobs(
+    mixed_archive: list[Path], run_cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    directory = str(mixed_archive[0].parent)
+    alone = run_cli("find", "root.sg.设备.温度", directory, "--json")
+    assert run_cli("find", "root.sg.设备.温度", directory, "--json", "--jobs", "2") == alone
+    status, _, _ = alone
+    assert status == 2  # the corrupt copies are reported
+    with pytest.raises(SystemExit):
+        run_cli("find", "root.sg.d1.s1", directory, "--jobs", "0")

@@ -50,8 +50,13 @@ INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1")
 # ClickHouse's MAX_BLOOM_FILTER_SIZE (bytes) for ngrambf_v1 / tokenbf_v1.
 MAX_TEXT_FILTER_BYTES = 1 << 30
 _UINT64_LIMIT = 1 << 64
-_SUPPORTED_FUNCTIONS = {"lower": "lower", "upper": "upper", "mapkeys": "mapKeys"}
-_SUPPORTED_FUNCTIONS["mapvalues"] = "mapValues"
+# Lower-cased name -> ClickHouse spelling of the functions an index expression may apply.
+_SUPPORTED_FUNCTIONS = {
+    "lower": "lower",
+    "upper": "upper",
+    "mapkeys": "mapKeys",
+    "mapvalues": "mapValues",
+}
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -393,8 +398,15 @@ def _build_definition(
             f"index type {index_type!r} is not a Bloom-filter index; expected one of "
             f"{', '.join(INDEX_TYPES)}"
         )
-    if isinstance(granularity, bool) or not isinstance(granularity, int) or granularity < 1:
-        raise IndexDefinitionError(f"GRANULARITY must be a positive integer, got {granularity!r}")
+    # ClickHouse stores GRANULARITY as UInt64; a larger literal is rejected there too.
+    if (
+        isinstance(granularity, bool)
+        or not isinstance(granularity, int)
+        or not 1 <= granularity < _UINT64_LIMIT
+    ):
+        raise IndexDefinitionError(
+            f"GRANULARITY must be a positive 64-bit integer, got {granularity!r}"
+        )
     if name is None:
         name = re.sub(r"\W+", "_", "_".join(e.sql for e in expressions)).strip("_") or "index"
     common = {
@@ -560,10 +572,12 @@ def _literal_value(node, index_type: str, position: int):  # noqa: ANN001, ANN20
         return -int(node.this, 16) if negative else int(node.this, 16)
     if isinstance(node, exp.Literal) and not node.is_string:
         text = node.this
-        if re.fullmatch(r"\d+", text):
-            value: int | float = int(text)
-        else:
-            value = float(text)
+        try:
+            value: int | float = int(text) if re.fullmatch(r"\d+", text) else float(text)
+        except ValueError:
+            raise IndexDefinitionError(
+                f"{index_type} argument {position} is not a number: {text!r}"
+            ) from None
         return -value if negative else value
     if isinstance(node, exp.Column) and node.name.lower() in ("nan", "inf"):
         value = math.nan if node.name.lower() == "nan" else math.inf
@@ -576,7 +590,10 @@ def _literal_value(node, index_type: str, position: int):  # noqa: ANN001, ANN20
 def _definition_from_node(node, default_name: bool) -> IndexDefinition:  # noqa: ANN001
     from sqlglot import exp
 
-    expressions = _to_index_expressions(node.args["expression"])
+    expression = node.args.get("expression")
+    if expression is None:
+        raise IndexDefinitionError("the index definition has no expression")
+    expressions = _to_index_expressions(expression)
     index_type_node = node.args.get("index_type")
     if isinstance(index_type_node, exp.Anonymous):
         index_type = str(index_type_node.this)
@@ -680,9 +697,12 @@ def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]
             columns[element.name] = _type_text(kind)
         elif isinstance(element, exp.IndexColumnConstraint):
             index_type = element.args.get("index_type")
-            type_name = (
-                str(index_type.this) if isinstance(index_type, exp.Anonymous) else index_type.name
-            )
+            if isinstance(index_type, exp.Anonymous):
+                type_name = str(index_type.this)
+            elif isinstance(index_type, exp.Expression):
+                type_name = index_type.name
+            else:  # sqlglot stores a missing TYPE as None or False
+                raise IndexDefinitionError(f"index {element.name!r} has no TYPE")
             if type_name in INDEX_TYPES:
                 indexes.append(_definition_from_node(element, default_name=False))
     # Column types are not checked against the indexes here: ClickHouse validated the table

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
 
     from bloomskip.clickhouse.ddl import IndexDefinition
@@ -176,13 +178,19 @@ def simulate_command(args: argparse.Namespace) -> int:
     if duplicates:
         raise SimulateError(f"index names must differ; repeated: {', '.join(duplicates)}")
     columns = sorted({c for d in definitions for c in d.source_columns})
+    column_types = _parse_column_types(args.column_types)
+    unknown = sorted(set(column_types) - set(columns))
+    if unknown:
+        raise SimulateError(
+            f"--column-type names {', '.join(map(repr, unknown))}, which no --index reads"
+        )
     table = read_table(args.data, columns)
     reports = simulate(
         table,
         definitions,
         args.predicates,
         index_granularity=args.index_granularity,
-        column_types=_parse_column_types(args.column_types),
+        column_types=column_types,
         emit=Path(args.emit) if args.emit else None,
         codec=args.codec,
     )
@@ -223,19 +231,23 @@ def read_table(path: str, columns: list[str]) -> pa.Table:
     if not source.is_file():
         raise SimulateError(f"{path}: no such file")
     try:
-        table = _read_any(source, columns)
+        file_columns, read = _open_any(source)
+        missing = [c for c in columns if c not in file_columns]
+        if missing:
+            raise SimulateError(
+                f"{path}: no column {', '.join(map(repr, missing))} "
+                f"(columns: {', '.join(file_columns)})"
+            )
+        return read(columns)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise SimulateError(f"{path}: cannot read as Parquet, Arrow IPC or CSV: {exc}") from exc
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise SimulateError(
-            f"{path}: no column {', '.join(map(repr, missing))} "
-            f"(columns: {', '.join(table.column_names)})"
-        )
-    return table.select(columns)
 
 
-def _read_any(source: Path, columns: list[str]) -> pa.Table:
+def _open_any(source: Path) -> tuple[list[str], Callable[[list[str]], pa.Table]]:
+    """The file's column names (from its header), and a reader of the columns asked for.
+
+    The names come first so that a missing column is reported with the ones the file has.
+    """
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.ipc as ipc
@@ -245,17 +257,20 @@ def _read_any(source: Path, columns: list[str]) -> pa.Table:
     with source.open("rb") as handle:
         magic = handle.read(6)
     if suffix in (".parquet", ".pq") or magic[:4] == b"PAR1":
-        schema_names = pq.read_schema(source).names
-        return pq.read_table(source, columns=[c for c in columns if c in schema_names])
+        return pq.read_schema(source).names, lambda columns: pq.read_table(source, columns=columns)
     if suffix in (".arrow", ".feather", ".ipc", ".arrows") or magic == b"ARROW1":
         try:
             with pa.memory_map(str(source)) as stream:
-                return ipc.open_file(stream).read_all()
+                table = ipc.open_file(stream).read_all()
         except pa.ArrowInvalid:
             with pa.memory_map(str(source)) as stream:
-                return ipc.open_stream(stream).read_all()
-    wanted = columns or None
-    return pacsv.read_csv(source, convert_options=pacsv.ConvertOptions(include_columns=wanted))
+                table = ipc.open_stream(stream).read_all()
+        return table.column_names, table.select
+    with pacsv.open_csv(source) as reader:  # parses the header and the first block only
+        names = reader.schema.names
+    return names, lambda columns: pacsv.read_csv(
+        source, convert_options=pacsv.ConvertOptions(include_columns=columns)
+    )
 
 
 def simulate(
@@ -312,28 +327,39 @@ def simulate(
             table.schema.field(name).type
         )
     if emit is not None:
-        emit.mkdir(parents=True, exist_ok=True)
+        try:
+            emit.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SimulateError(f"--emit {emit}: cannot create the directory: {exc}") from exc
     data_row_bounds = np.concatenate(([0], np.cumsum(granule_rows)))
     reports = []
     for definition in tqdm(definitions, desc="building indexes", unit="index", disable=None):
         try:
             index = SkipIndex.build(definition, table, granule_rows, types)
         except ValueError as exc:
-            raise SimulateError(f"index {definition.name!r}: {exc}") from exc
+            # Type checks already name the index; other errors (data, Arrow types) do not.
+            prefix = f"index {definition.name!r}: "
+            message = str(exc)
+            raise SimulateError(message if message.startswith(prefix) else prefix + message) from exc
         granules = [index.granule_bytes(j) for j in range(index.index_granule_count)]
-        payload = b"".join(granules)
-        stream, _ = write_compressed_stream(granules, codec)
-        if emit is not None:
-            write_skip_index_files(emit, definition.name, granules, codec=codec)
+        uncompressed_bytes = sum(map(len, granules))
+        if emit is None:
+            compressed_bytes = len(write_compressed_stream(granules, codec)[0])
+        else:
+            try:
+                idx_path, _ = write_skip_index_files(emit, definition.name, granules, codec=codec)
+            except OSError as exc:
+                raise SimulateError(f"--emit {emit}: cannot write: {exc}") from exc
+            compressed_bytes = idx_path.stat().st_size
         statistics = index.granule_statistics()
         fill = statistics.column("fill_ratio").to_numpy()
         report = IndexReport(
             name=definition.name,
             type=definition.type,
             definition=definition.to_sql(),
-            bytes=len(payload),
-            compressed_bytes=len(stream),
-            bits_per_row=8 * len(payload) / rows if rows else 0.0,
+            bytes=uncompressed_bytes,
+            compressed_bytes=compressed_bytes,
+            bits_per_row=8 * uncompressed_bytes / rows if rows else 0.0,
             mean_fill_ratio=float(fill.mean()) if len(fill) else 0.0,
             granules_total=len(granule_rows),
         )

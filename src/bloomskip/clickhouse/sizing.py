@@ -105,6 +105,8 @@ def long_double(literal: str | float | Fraction) -> Fraction:
         >>> long_double("0.092") == Fraction(0.092)
         False
     """
+    if isinstance(literal, float) and not math.isfinite(literal):
+        raise ValueError(f"a long double here must be finite, got {literal}")
     value = Fraction(literal)
     if value == 0:
         return value

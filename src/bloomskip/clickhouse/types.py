@@ -11,7 +11,8 @@ A ClickHouse ``bloom_filter`` index reduces every value to one 64-bit hash
   four 64-bit words, then ``intHash64``;
 * ``String`` / ``FixedString(N)``: ``CityHash64`` v1.0.2 of the bytes (all N bytes of a
   FixedString, padding included);
-* ``Nullable(T)``: a NULL row hashes T's default value (0, '' or N zero bytes);
+* ``Nullable(T)``: a NULL row hashes the value stored under it, read from the Arrow buffer as is
+  (T's default when NULL was inserted; see :func:`_raw_numbers`);
 * ``LowCardinality(T)``: hashed like T; a dictionary array is hashed once per dictionary entry;
 * ``Array(T)``: one hash per element.
 
@@ -346,8 +347,8 @@ def value_hashes(
     """Hash an Arrow array the way ClickHouse's ``bloom_filter`` index hashes a column.
 
     Args:
-        array: The column values (any chunking, slices honoured). NULL rows hash the default
-            value of the type, as ClickHouse does for ``Nullable`` columns.
+        array: The column values (any chunking, slices honoured). A NULL row hashes the value
+            stored under it in the Arrow buffer, as ClickHouse hashes its nested column.
         ch_type: The column's ClickHouse type, e.g. ``"Nullable(Int32)"`` or ``"Array(String)"``.
 
     Returns:
@@ -372,12 +373,17 @@ def value_hashes(
     if len(parts) == 1:
         return parts[0]
     hashes = np.concatenate([h for h, _ in parts])
+    return hashes, _join_row_offsets([(len(h), row_offsets) for h, row_offsets in parts])
+
+
+def _join_row_offsets(parts: list[tuple[int, np.ndarray]]) -> np.ndarray:
+    """Row offsets of chunks laid end to end; ``parts`` holds (values in chunk, its offsets)."""
     offsets = [np.zeros(1, np.int64)]
     base = 0
-    for h, row_offsets in parts:
+    for value_count, row_offsets in parts:
         offsets.append(row_offsets[1:] + base)
-        base += len(h)
-    return hashes, np.concatenate(offsets)
+        base += value_count
+    return np.concatenate(offsets)
 
 
 def check_bloom_filter_type(ch_type: str | ClickHouseType) -> ClickHouseType:
@@ -804,8 +810,8 @@ def text_values(
 
     Returns:
         ``(strings, row_offsets)``: a null-free Arrow binary-like array and ``int64[n + 1]``
-        offsets; row i contributes ``strings[row_offsets[i]:row_offsets[i + 1]]``. NULL rows (and
-        NULL arrays) contribute the type's default, which adds no token.
+        offsets; row i contributes ``strings[row_offsets[i]:row_offsets[i + 1]]``. A NULL row
+        contributes the bytes stored under it (normally none); a NULL array is empty.
 
     Raises:
         UnsupportedTypeError: For a type the text indexes reject or data that does not fit it.
@@ -830,12 +836,7 @@ def text_values(
     if len(parts) == 1:
         return parts[0]
     strings = pa.concat_arrays([s.cast(pa.large_binary()) for s, _ in parts])
-    offsets = [np.zeros(1, np.int64)]
-    base = 0
-    for s, row_offsets in parts:
-        offsets.append(row_offsets[1:] + base)
-        base += len(s)
-    return strings, np.concatenate(offsets)
+    return strings, _join_row_offsets([(len(s), row_offsets) for s, row_offsets in parts])
 
 
 def _decoded_strings(chunk: pa.Array, base: ClickHouseType) -> pa.Array:

@@ -71,6 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     find.add_argument("path", metavar="PATH", help="series path")
     find.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(find, json_flag=True, charset=True, variant=True)
+    find.add_argument(
+        "--jobs", "-j", type=_positive_int, default=1, metavar="N",
+        help="worker processes (default 1)",
+    )  # fmt: skip
     find.set_defaults(func=_user_errors(_find))
 
     verify = commands.add_parser(
@@ -148,13 +152,20 @@ def _print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _progress(items: list, description: str) -> Iterable:
+def _progress(items: Iterable, description: str, total: int | None = None) -> Iterable:
     """Wrap ``items`` in a tqdm bar when stderr is a terminal."""
     if not sys.stderr.isatty():
         return items
     from tqdm import tqdm
 
-    return tqdm(items, desc=description, unit="file", file=sys.stderr)
+    return tqdm(items, desc=description, unit="file", file=sys.stderr, total=total)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _expand(locations: list[str]) -> list:
@@ -221,9 +232,11 @@ def _find(args: argparse.Namespace) -> int:
     hits: list[str] = []
     errors: list[dict[str, str]] = []
     skipped = 0
-    for result in find_series(
-        args.path, _progress(files, "find"), variant=args.variant, charset=args.charset
-    ):
+    results = find_series(
+        args.path, files, variant=args.variant, charset=args.charset, jobs=args.jobs
+    )
+    # The bar follows answers, not submissions: with --jobs, files are handed out in chunks.
+    for result in _progress(results, "find", total=len(files)):
         if result.error is not None:
             errors.append({"file": result.file, "error": result.error})
             print(f"bloomskip: {result.error}", file=sys.stderr)

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -29,6 +30,8 @@ from bloomskip.tsfile.reader import HEAD_SIZE, OPEN_FLAGS, TsFileReader
 TSFILE_SUFFIX = ".tsfile"
 #: Tail bytes read to test the filter: TsFileMetadata of a file with a few hundred series fits.
 FILTER_TAIL_READ = 4096
+#: At most this many files per task of a ``jobs > 1`` search.
+PARALLEL_CHUNK = 512
 
 
 class FindResult(NamedTuple):
@@ -82,6 +85,7 @@ def find_series(
     *,
     variant: HashVariant = "both",
     charset: str = DEFAULT_CHARSET,
+    jobs: int = 1,
 ) -> Iterator[FindResult]:
     """Look one series path up in every file; corrupt files are reported, not raised.
 
@@ -90,6 +94,8 @@ def find_series(
         files: The files to search (see :func:`iter_tsfiles` for directories).
         variant: The hash variant(s) to trust the filter under (``both`` is always safe).
         charset: The writers' path charset.
+        jobs: Worker processes; above 1, the files are searched in chunks by a process pool
+            (the answers are the same, in the same order).
 
     Returns:
         One :class:`FindResult` per file, in order.
@@ -98,6 +104,9 @@ def find_series(
         >>> list(find_series("root.sg.d1.s1", []))
         []
     """
+    if jobs > 1:
+        yield from _find_in_processes(path, files, variant, charset, jobs)
+        return
     probe = PathProbe(path, variant=variant, charset=charset)
     for file in files:
         name = os.fspath(file)
@@ -105,6 +114,37 @@ def find_series(
             yield _find_in_file(name, probe, variant, charset)
         except (FormatError, OSError) as exc:
             yield FindResult(name, None, False, str(exc))
+
+
+def _find_in_processes(
+    path: str,
+    files: Iterable[str | os.PathLike[str]],
+    variant: HashVariant,
+    charset: str,
+    jobs: int,
+) -> Iterator[FindResult]:
+    """:func:`find_series` over chunks of the files in ``jobs`` worker processes, in order."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = [os.fspath(file) for file in files]
+    # Chunks big enough that a task outweighs its pickling, small enough to share the work out.
+    size = min(PARALLEL_CHUNK, max(1, len(names) // (4 * jobs)))
+    chunks = [names[start : start + size] for start in range(0, len(names), size)]
+    if not chunks:
+        return
+    with ProcessPoolExecutor(min(jobs, len(chunks))) as pool:
+        searches = pool.map(
+            _find_chunk, chunks, *(itertools.repeat(x) for x in (path, variant, charset))
+        )
+        for results in searches:
+            yield from results
+
+
+def _find_chunk(
+    names: list[str], path: str, variant: HashVariant, charset: str
+) -> list[FindResult]:
+    """One worker's task: :func:`find_series` over a chunk of files."""
+    return list(find_series(path, names, variant=variant, charset=charset))
 
 
 def _find_in_file(name: str, probe: PathProbe, variant: HashVariant, charset: str) -> FindResult:

@@ -833,7 +833,7 @@ class TsFileReader:
 
     def _interpretations(self, path: str) -> Iterator[tuple[DeviceSegments, str]]:
         count = 0
-        for table, _ in self.metadata.table_roots.items():
+        for table in self.metadata.table_roots:  # names only: roots are parsed when walked
             if table == "":
                 candidates = _tree_splits(path, "", lambda device: (device,))
             elif not path.startswith(table + "."):
