@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
@@ -25,7 +25,9 @@ __all__ = ["atomic_writer", "write_atomically"]
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+def atomic_writer(
+    path: str | os.PathLike[str], *, before_replace: Callable[[Path], None] | None = None
+) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``path`` that replaces ``path`` when the block succeeds.
 
     The new file keeps the mode of the file it replaces; a new file gets the usual mode for the
@@ -35,6 +37,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
     Args:
         path: The file to create or replace.
+        before_replace: Called with the temporary file's path once it is complete and on disk;
+            raising there abandons the write (use it to read the new file back and check it).
 
     Yields:
         A binary file object to write to.
@@ -51,6 +55,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             yield out
             out.flush()
             os.fsync(out.fileno())
+        if before_replace is not None:
+            before_replace(temporary)
         if target.exists():
             os.chmod(temporary, target.stat().st_mode & 0o7777)
         os.replace(temporary, target)

@@ -1,9 +1,14 @@
 """Exact evaluation of a WHERE over the surviving row groups, with DuckDB.
 
-The surviving row groups are exposed as a ``pyarrow.dataset`` (Parquet fragments restricted to
-those row groups, or the memory-mapped record batches of an Arrow IPC file): nothing is copied,
-and DuckDB or Polars scan it lazily. DuckDB then applies the predicate translated from ClickHouse
-SQL, so the rows are exactly those a DuckDB scan of the whole dataset returns.
+For Parquet, DuckDB's own reader reads the surviving row groups (``file_row_number`` ranges).
+A point lookup on integer columns first locates its rows: pyarrow reads the WHERE's columns of
+the surviving row groups, ``pyarrow.compute`` (or DuckDB on that Arrow table) finds the
+matching rows, and DuckDB then reads only the row groups that hold them. The surviving row
+groups can also be exposed as a ``pyarrow.dataset`` (Parquet fragments restricted to those row
+groups, or the memory-mapped record batches of an Arrow IPC file): nothing is copied, and
+DuckDB or Polars scan it lazily. In every case DuckDB applies the predicate translated from
+ClickHouse SQL to the rows returned, so they are exactly those a DuckDB scan of the whole
+dataset returns.
 """
 
 from __future__ import annotations

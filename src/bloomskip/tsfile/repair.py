@@ -17,14 +17,13 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import stat
-import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bloomskip._atomic import atomic_writer
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
 from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter
 from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
@@ -103,21 +102,18 @@ def repair_filter(
         if len(new_metadata) > INT32_MAX:
             raise BloomskipError("the rewritten TsFileMetadata would exceed 2**31 - 1 bytes")
         tail = new_metadata + encode_i32(len(new_metadata)) + MAGIC
-        temporary = _write_temporary(path, reader.fileno(), metadata.start, tail, before)
-    try:
-        _check_rewritten(temporary, paths, variant, charset)
-        after = os.stat(path)
-        if (after.st_size, after.st_mtime_ns, after.st_ino) != (
-            before.st_size,
-            before.st_mtime_ns,
-            before.st_ino,
-        ):
-            raise StaleSourceError(f"{path} changed while its filter was being rewritten")
-        os.replace(temporary, path)
-    except BaseException:
-        _unlink_quietly(temporary)
-        raise
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+        def check_before_replace(temporary: Path) -> None:
+            _check_rewritten(str(temporary), paths, variant, charset)
+            after = os.stat(path)
+            unchanged = (before.st_size, before.st_mtime_ns, before.st_ino)
+            if (after.st_size, after.st_mtime_ns, after.st_ino) != unchanged:
+                raise StaleSourceError(f"{path} changed while its filter was being rewritten")
+
+        with atomic_writer(path, before_replace=check_before_replace) as output:
+            _copy_range(reader.fileno(), output.fileno(), metadata.start)
+            output.seek(metadata.start)
+            output.write(tail)
     return RepairResult(
         file=path,
         variant=variant,
@@ -130,27 +126,6 @@ def repair_filter(
         size_before=before.st_size,
         size_after=metadata.start + len(tail),
     )
-
-
-def _write_temporary(
-    path: str, source_fd: int, prefix_length: int, tail: bytes, source_stat: os.stat_result
-) -> str:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(
-        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".repair"
-    )
-    try:
-        with os.fdopen(fd, "wb") as output:
-            _copy_range(source_fd, output.fileno(), prefix_length)
-            output.seek(prefix_length)
-            output.write(tail)
-            output.flush()
-            os.fchmod(output.fileno(), stat.S_IMODE(source_stat.st_mode))
-            os.fsync(output.fileno())
-    except BaseException:
-        _unlink_quietly(temporary)
-        raise
-    return temporary
 
 
 def _copy_range(source_fd: int, target_fd: int, length: int) -> None:
@@ -192,22 +167,3 @@ def _check_rewritten(temporary: str, paths: list[str], variant: HashVariant, cha
     for kind, signed_tail in READER_KINDS.items():
         if signed_tail in signed_tail_flags(variant) and analysis.rejected[kind]:
             raise BloomskipError(f"the rewritten filter still rejects series for {kind} readers")
-
-
-def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _fsync_directory(directory: str) -> None:
-    # Makes the rename itself durable; not every platform can open a directory.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
