@@ -1,8 +1,9 @@
 """Atomic file replacement: a reader, or a crash, sees the old file or the new one, never a mix.
 
 Every file bloomskip writes (sidecar indexes, repaired TsFiles, emitted ClickHouse index files,
-query output) goes through :func:`atomic_writer`: the bytes go to a temporary file in the same
-directory, are flushed to disk, and replace the target with ``os.replace``.
+query output) goes through :func:`atomic_path` or :func:`atomic_writer`: the bytes go to a
+temporary file in the same directory, are flushed to disk, and replace the target with
+``os.replace``.
 
 Example:
     >>> import tempfile, pathlib
@@ -21,16 +22,17 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_writer", "write_atomically"]
+__all__ = ["atomic_path", "atomic_writer", "write_atomically"]
 
 
 @contextmanager
-def atomic_writer(
+def atomic_path(
     path: str | os.PathLike[str], *, before_replace: Callable[[Path], None] | None = None
-) -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path`` that replaces ``path`` when the block succeeds.
+) -> Iterator[Path]:
+    """A temporary path beside ``path`` that replaces ``path`` when the block succeeds.
 
-    The new file keeps the mode of the file it replaces; a new file gets the usual mode for the
+    For writers that want a file name rather than a file object (DuckDB's ``COPY``, say). The
+    new file keeps the mode of the file it replaces; a new file gets the usual mode for the
     process's umask. If the block raises (or the process dies), ``path`` is untouched and the
     temporary file is removed (a killed process may leave a hidden ``.<name>.*.tmp`` behind, which
     nothing reads).
@@ -41,7 +43,7 @@ def atomic_writer(
             raising there abandons the write (use it to read the new file back and check it).
 
     Yields:
-        A binary file object to write to.
+        The temporary file's path (the file exists, empty).
 
     Raises:
         OSError: The directory is not writable, or the disk is full.
@@ -49,12 +51,14 @@ def atomic_writer(
     target = Path(path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # O_EXCL: never reuse another writer's file; mode 0o666 lets the umask apply as for open().
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
-        with os.fdopen(descriptor, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
+        yield temporary
+        descriptor = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         if before_replace is not None:
             before_replace(temporary)
         if target.exists():
@@ -64,6 +68,22 @@ def atomic_writer(
         temporary.unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
+
+
+@contextmanager
+def atomic_writer(
+    path: str | os.PathLike[str], *, before_replace: Callable[[Path], None] | None = None
+) -> Iterator[BinaryIO]:
+    """Like :func:`atomic_path`, but yields the temporary file opened for binary writing.
+
+    Raises:
+        OSError: The directory is not writable, or the disk is full.
+    """
+    with (
+        atomic_path(path, before_replace=before_replace) as temporary,
+        open(temporary, "wb") as out,
+    ):
+        yield out
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:

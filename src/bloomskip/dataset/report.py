@@ -7,6 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bloomskip._atomic import atomic_path, write_atomically
 from bloomskip.dataset.prune import PruneResult
 from bloomskip.errors import BloomskipError
 
@@ -92,7 +93,7 @@ def write_output(table, output_format: str, output: str | None) -> None:
         if output is None:
             sys.stdout.write(text)
         else:
-            _atomic_write(Path(output), lambda path: path.write_text(text, encoding="utf-8"))
+            write_atomically(output, text.encode("utf-8"))
         return
     if output_format == "parquet" and output is None and sys.stdout.isatty():
         raise BloomskipError("--format parquet writes binary: give --output FILE or redirect")
@@ -112,7 +113,8 @@ def write_output(table, output_format: str, output: str | None) -> None:
             connection.close()
 
     if output is not None:
-        _atomic_write(Path(output), write)
+        with atomic_path(output) as temporary:
+            write(temporary)
         return
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"result.{output_format}"
@@ -121,15 +123,3 @@ def write_output(table, output_format: str, output: str | None) -> None:
         with open(path, "rb") as handle:
             shutil.copyfileobj(handle, sys.stdout.buffer)
         sys.stdout.buffer.flush()
-
-
-def _atomic_write(destination: Path, write) -> None:
-    import os
-
-    temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
-    try:
-        write(temporary)
-        os.replace(temporary, destination)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

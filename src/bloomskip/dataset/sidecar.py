@@ -22,10 +22,10 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bloomskip._atomic import atomic_writer
 from bloomskip.dataset.sources import FileIdentity
 from bloomskip.errors import FormatError
 
@@ -100,32 +100,21 @@ def write_sidecar(sidecar: Sidecar, path: str | os.PathLike) -> None:
     """
     destination = Path(path)
     header, payloads = _encode_header(sidecar)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            digest = hashlib.sha256()
+    with atomic_writer(destination) as handle:
+        digest = hashlib.sha256()
 
-            def emit(chunk: bytes) -> None:
-                digest.update(chunk)
-                handle.write(chunk)
+        def emit(chunk: bytes) -> None:
+            digest.update(chunk)
+            handle.write(chunk)
 
-            emit(PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header)))
-            emit(header)
-            payload_length = 0
-            for payload in payloads:
-                emit(payload)
-                payload_length += len(payload)
-            emit(struct.pack("<Q", payload_length))
-            handle.write(digest.digest())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, destination)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _fsync_directory(destination.parent)
+        emit(PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header)))
+        emit(header)
+        payload_length = 0
+        for payload in payloads:
+            emit(payload)
+            payload_length += len(payload)
+        emit(struct.pack("<Q", payload_length))
+        handle.write(digest.digest())
 
 
 def read_sidecar(path: str | os.PathLike) -> Sidecar:
@@ -320,17 +309,3 @@ def _is_hex(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The rename is only durable once the directory entry is on disk; not every OS allows it.
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
