@@ -724,117 +724,71 @@ static PyObject *py_int_hash64(PyObject *self, PyObject *args) {
 /* Batch hashes                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-static PyObject *py_murmur3_128_batch(PyObject *self, PyObject *args) {
+/* Which hash hash_batch computes. */
+enum { HASH_MURMUR3_128, HASH_TSFILE32, HASH_CITY64, HASH_CITY64_SEEDED, HASH_CITY128 };
+
+/* hash_batch(kind, batch, seed, signed_tail, out1, out2): one hash over every item of a batch.
+ * out1 takes int32 for HASH_TSFILE32 and u64 otherwise; out2 (u64) the second half of the
+ * 128-bit hashes, None for the others. The seed is the 64-bit pattern: zero-extended for
+ * MurmurHash3 (uint32) and CityHash (uint64), the sign-extended Java int for TsFile. */
+static PyObject *py_hash_batch(PyObject *self, PyObject *args) {
+    int kind, signed_tail;
     PyObject *spec, *o1, *o2;
     unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "OKOO", &spec, &seed, &o1, &o2))
+    if (!PyArg_ParseTuple(args, "iOKpOO", &kind, &spec, &seed, &signed_tail, &o1, &o2))
         return NULL;
+    if (kind < HASH_MURMUR3_128 || kind > HASH_CITY128) {
+        PyErr_Format(PyExc_ValueError, "unknown hash kind %d", kind);
+        return NULL;
+    }
+    int halves = kind == HASH_MURMUR3_128 || kind == HASH_CITY128;
     batch_t b;
     if (batch_parse(spec, &b) < 0)
         return NULL;
-    Py_buffer v1, v2;
-    if (get_out(o1, &v1, b.count, 8, "murmur3 h1") < 0) {
-        batch_release(&b);
-        return NULL;
+    Py_buffer v1 = {0}, v2 = {0};
+    PyObject *result = NULL;
+    if (get_out(o1, &v1, b.count, kind == HASH_TSFILE32 ? 4 : 8, "hash output") < 0)
+        goto done;
+    if (halves && get_out(o2, &v2, b.count, 8, "second hash output") < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS switch (kind) {
+    case HASH_MURMUR3_128:
+        FOR_EACH_ITEM(b, {
+            u64 h1, h2;
+            murmur3_128(p, len, seed, 0, &h1, &h2);
+            store_u64(&v1, i, h1);
+            store_u64(&v2, i, h2);
+        });
+        break;
+    case HASH_TSFILE32:
+        FOR_EACH_ITEM(b, {
+            int32_t h = tsfile_hash32(p, len, (int32_t)(int64_t)seed, signed_tail);
+            memcpy((u8 *)v1.buf + 4 * i, &h, 4);
+        });
+        break;
+    case HASH_CITY64:
+        FOR_EACH_ITEM(b, { store_u64(&v1, i, city_hash64(p, len)); });
+        break;
+    case HASH_CITY64_SEEDED:
+        FOR_EACH_ITEM(b, { store_u64(&v1, i, city_seeded_from(city_hash64(p, len), seed)); });
+        break;
+    case HASH_CITY128:
+        FOR_EACH_ITEM(b, {
+            pair64 h = city_hash128(p, len);
+            store_u64(&v1, i, h.first);
+            store_u64(&v2, i, h.second);
+        });
+        break;
     }
-    if (get_out(o2, &v2, b.count, 8, "murmur3 h2") < 0) {
+    Py_END_ALLOW_THREADS result = Py_None;
+    Py_INCREF(result);
+done:
+    if (v1.obj)
         PyBuffer_Release(&v1);
-        batch_release(&b);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
-        u64 h1, h2;
-        murmur3_128(p, len, seed, 0, &h1, &h2);
-        store_u64(&v1, i, h1);
-        store_u64(&v2, i, h2);
-    });
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
-    PyBuffer_Release(&v2);
+    if (v2.obj)
+        PyBuffer_Release(&v2);
     batch_release(&b);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_tsfile_hash32_batch(PyObject *self, PyObject *args) {
-    PyObject *spec, *out;
-    int seed, signed_tail;
-    if (!PyArg_ParseTuple(args, "OipO", &spec, &seed, &signed_tail, &out))
-        return NULL;
-    batch_t b;
-    if (batch_parse(spec, &b) < 0)
-        return NULL;
-    Py_buffer v;
-    if (get_out(out, &v, b.count, 4, "tsfile hash32") < 0) {
-        batch_release(&b);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
-        int32_t h = tsfile_hash32(p, len, seed, signed_tail);
-        memcpy((u8 *)v.buf + 4 * i, &h, 4);
-    });
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
-    batch_release(&b);
-    Py_RETURN_NONE;
-}
-
-/* mode 0: CityHash64, 1: CityHash64WithSeed */
-static PyObject *city64_batch_common(PyObject *args, int seeded) {
-    PyObject *spec, *out;
-    unsigned long long seed = 0;
-    if (seeded) {
-        if (!PyArg_ParseTuple(args, "OKO", &spec, &seed, &out))
-            return NULL;
-    } else if (!PyArg_ParseTuple(args, "OO", &spec, &out)) {
-        return NULL;
-    }
-    batch_t b;
-    if (batch_parse(spec, &b) < 0)
-        return NULL;
-    Py_buffer v;
-    if (get_out(out, &v, b.count, 8, "cityhash64") < 0) {
-        batch_release(&b);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
-        u64 h = city_hash64(p, len);
-        store_u64(&v, i, seeded ? city_seeded_from(h, seed) : h);
-    });
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
-    batch_release(&b);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_cityhash64_batch(PyObject *self, PyObject *args) { return city64_batch_common(args, 0); }
-
-static PyObject *py_cityhash64_with_seed_batch(PyObject *self, PyObject *args) {
-    return city64_batch_common(args, 1);
-}
-
-static PyObject *py_cityhash128_batch(PyObject *self, PyObject *args) {
-    PyObject *spec, *o1, *o2;
-    if (!PyArg_ParseTuple(args, "OOO", &spec, &o1, &o2))
-        return NULL;
-    batch_t b;
-    if (batch_parse(spec, &b) < 0)
-        return NULL;
-    Py_buffer v1, v2;
-    if (get_out(o1, &v1, b.count, 8, "cityhash128 low") < 0) {
-        batch_release(&b);
-        return NULL;
-    }
-    if (get_out(o2, &v2, b.count, 8, "cityhash128 high") < 0) {
-        PyBuffer_Release(&v1);
-        batch_release(&b);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS FOR_EACH_ITEM(b, {
-        pair64 h = city_hash128(p, len);
-        store_u64(&v1, i, h.first);
-        store_u64(&v2, i, h.second);
-    });
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v1);
-    PyBuffer_Release(&v2);
-    batch_release(&b);
-    Py_RETURN_NONE;
+    return result;
 }
 
 /* out[i] = Hash128to64(low[i], high[i]); out may alias an input. */
@@ -2278,11 +2232,7 @@ static PyMethodDef methods[] = {
     {"cityhash128", py_cityhash128, METH_VARARGS, "cityhash128(data) -> (low64, high64)"},
     {"hash128_to_64", py_hash128_to_64, METH_VARARGS, "hash128_to_64(low, high) -> int"},
     {"int_hash64", py_int_hash64, METH_VARARGS, "int_hash64(x) -> int"},
-    {"murmur3_128_batch", py_murmur3_128_batch, METH_VARARGS, NULL},
-    {"tsfile_hash32_batch", py_tsfile_hash32_batch, METH_VARARGS, NULL},
-    {"cityhash64_batch", py_cityhash64_batch, METH_VARARGS, NULL},
-    {"cityhash64_with_seed_batch", py_cityhash64_with_seed_batch, METH_VARARGS, NULL},
-    {"cityhash128_batch", py_cityhash128_batch, METH_VARARGS, NULL},
+    {"hash_batch", py_hash_batch, METH_VARARGS, NULL},
     {"hash128_to_64_array", py_hash128_to_64_array, METH_VARARGS, NULL},
     {"int_hash64_array", py_int_hash64_array, METH_VARARGS, NULL},
     {"set_bits", py_set_bits, METH_VARARGS, NULL},

@@ -36,11 +36,12 @@ def test_batch_kernels_never_crash(view, out_len):
     out64 = np.zeros(max(out_len, 0), np.uint64)
     out32 = np.zeros(max(out_len, 0), np.int32)
     calls = [
-        lambda: _native.cityhash64_batch(view, out64),
-        lambda: _native.cityhash64_with_seed_batch(view, 3, out64),
-        lambda: _native.cityhash128_batch(view, out64, out64.copy()),
-        lambda: _native.murmur3_128_batch(view, 1, out64, out64.copy()),
-        lambda: _native.tsfile_hash32_batch(view, 5, True, out32),
+        lambda: _native.hash_batch(0, view, 1, False, out64, out64.copy()),
+        lambda: _native.hash_batch(1, view, 5, True, out32, None),
+        lambda: _native.hash_batch(2, view, 0, False, out64, None),
+        lambda: _native.hash_batch(3, view, 3, False, out64, None),
+        lambda: _native.hash_batch(4, view, 0, False, out64, out64.copy()),
+        lambda: _native.hash_batch(7, view, 0, False, out64, None),
         lambda: _native.tsfile_op(2, b"\xff" * 3, view, 24, 3, False, out64.view(np.uint8)),
         lambda: _native.tsfile_op(1, bytearray(3), view, 24, 3, True, None),
         lambda: _native.pair_op(1, bytearray(4), view, 0, 32, 3, None),
