@@ -42,6 +42,7 @@ __all__ = [
     "IndexExpression",
     "parse_create_table",
     "parse_index_definition",
+    "parse_table_statement",
 ]
 
 #: The skip-index types bloomskip models.
@@ -673,18 +674,9 @@ def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]
         >>> columns, indexes[0].bits_per_row
         ({'a': 'UInt64'}, 8)
     """
-    import sqlglot
     from sqlglot import exp
 
-    text = sql.strip().rstrip(";")
-    try:
-        tokens = sqlglot.tokenize(text, read="clickhouse")
-    except sqlglot.errors.SqlglotError as exc:
-        raise IndexDefinitionError(f"cannot parse CREATE TABLE statement: {exc}") from exc
-    # sqlglot has no ATTACH TABLE grammar; the statement is otherwise a CREATE TABLE.
-    if tokens and tokens[0].text.upper() == "ATTACH":
-        text = "CREATE" + text[tokens[0].end + 1 :]
-    statement = _parse_sql(text, "CREATE TABLE statement")
+    statement = parse_table_statement(sql)
     if not isinstance(statement, exp.Create) or not isinstance(statement.this, exp.Schema):
         raise IndexDefinitionError("not a CREATE/ATTACH TABLE statement with a column list")
     columns: dict[str, str] = {}
@@ -708,6 +700,35 @@ def parse_create_table(sql: str) -> tuple[dict[str, str], list[IndexDefinition]]
     # Column types are not checked against the indexes here: ClickHouse validated the table
     # when it was created, and a metadata file must stay readable.
     return columns, indexes
+
+
+def parse_table_statement(sql: str):  # noqa: ANN201 - a sqlglot expression
+    """Parse CREATE or ATTACH TABLE text with sqlglot (ClickHouse dialect).
+
+    Args:
+        sql: The DDL text (a trailing ``;`` is allowed).
+
+    Returns:
+        The sqlglot expression (an ``exp.Create`` for a table statement).
+
+    Raises:
+        IndexDefinitionError: The text does not parse.
+
+    Example:
+        >>> type(parse_table_statement("ATTACH TABLE t (a UInt8) ENGINE = Log")).__name__
+        'Create'
+    """
+    import sqlglot
+
+    text = sql.strip().rstrip(";")
+    try:
+        tokens = sqlglot.tokenize(text, read="clickhouse")
+    except sqlglot.errors.SqlglotError as exc:
+        raise IndexDefinitionError(f"cannot parse CREATE TABLE statement: {exc}") from exc
+    # sqlglot has no ATTACH TABLE grammar; the statement is otherwise a CREATE TABLE.
+    if tokens and tokens[0].text.upper() == "ATTACH":
+        text = "CREATE" + text[tokens[0].end + 1 :]
+    return _parse_sql(text, "CREATE TABLE statement")
 
 
 def _type_text(kind) -> str:  # noqa: ANN001

@@ -112,17 +112,13 @@ def table_settings(table_sql: str) -> dict[str, str]:
         ...                "SETTINGS index_granularity = 128")
         {'index_granularity': '128'}
     """
-    import sqlglot
     from sqlglot import exp
 
-    text = table_sql.strip().rstrip(";")
+    from bloomskip.clickhouse.ddl import IndexDefinitionError, parse_table_statement
+
     try:
-        tokens = sqlglot.tokenize(text, read="clickhouse")
-        # sqlglot has no ATTACH TABLE grammar; the statement is otherwise a CREATE TABLE.
-        if tokens and tokens[0].text.upper() == "ATTACH":
-            text = "CREATE" + text[tokens[0].end + 1 :]
-        statement = sqlglot.parse_one(text, read="clickhouse")
-    except sqlglot.errors.SqlglotError as exc:
+        statement = parse_table_statement(table_sql)
+    except IndexDefinitionError as exc:
         raise PartError(f"cannot parse the table DDL: {exc}") from exc
     settings: dict[str, str] = {}
     for prop in statement.find_all(exp.SettingsProperty):
@@ -148,7 +144,6 @@ class Part:
         column_types: ``{column: ClickHouse type}`` from the DDL.
         indexes: The Bloom-filter skip index definitions of the DDL, by name.
         settings: The table's SETTINGS.
-        default_codec: Content of ``default_compression_codec.txt`` (or None).
     """
 
     def __init__(self, path: str | os.PathLike[str], table_sql: str) -> None:
@@ -162,12 +157,6 @@ class Part:
         self.indexes = {definition.name: definition for definition in definitions}
         self.settings = table_settings(table_sql)
         self.rows = self._read_row_count()
-        codec_file = self.path / "default_compression_codec.txt"
-        self.default_codec = (
-            codec_file.read_bytes().decode("utf-8", "replace").strip()
-            if codec_file.exists()
-            else None
-        )
         self._packed: PackedArchive | None = None
         # Compact parts keep every column in data.bin with .mrk3/.mrk4 marks; a Wide part may
         # have a column named "data", but its marks are .mrk/.mrk2.

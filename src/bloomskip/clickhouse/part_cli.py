@@ -283,7 +283,10 @@ def recommend_parameters(
     items = max(distinct_items, 1.0)
     bits = -items * math.log(target_fpr) / math.log(2) ** 2
     hashes = max(1, round(bits / items * math.log(2)))
-    size_bytes = max(1, math.ceil(bits / 8))
+    from bloomskip.clickhouse.ddl import MAX_TEXT_FILTER_BYTES
+
+    # Past ClickHouse's size limit the suggestion must stay valid DDL; its estimate shows the rest.
+    size_bytes = min(max(1, math.ceil(bits / 8)), MAX_TEXT_FILTER_BYTES)
     estimated = (1.0 - math.exp(-hashes * items / (8 * size_bytes))) ** hashes
     arguments = f"{size_bytes}, {hashes}, {definition.seed}"
     if definition.type == "ngrambf_v1":

@@ -339,8 +339,8 @@ def simulate(
         except ValueError as exc:
             # Type checks already name the index; other errors (data, Arrow types) do not.
             prefix = f"index {definition.name!r}: "
-            message = str(exc)
-            raise SimulateError(message if message.startswith(prefix) else prefix + message) from exc
+            message = str(exc) if str(exc).startswith(prefix) else prefix + str(exc)
+            raise SimulateError(message) from exc
         granules = [index.granule_bytes(j) for j in range(index.index_granule_count)]
         uncompressed_bytes = sum(map(len, granules))
         if emit is None:
