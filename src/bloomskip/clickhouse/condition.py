@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
@@ -468,18 +468,32 @@ class _GranuleFilters:
         flat, offsets = self.index.column_filters(column)
         return flat, offsets[:-1], np.diff(offsets)
 
-    def _probe(self, flat: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """``out[g, i, j]``: bit ``positions[g, i, j]`` (absolute in ``flat``) is set, computed in
-        slices of granules that bound the temporary position array."""
+    @staticmethod
+    def _all_bits_set(
+        flat: np.ndarray,
+        granules: np.ndarray,
+        starts: np.ndarray,
+        per_item: int,
+        relative: Callable[[np.ndarray], np.ndarray],
+    ) -> np.ndarray:
+        """``out[i, v]``: every bit of probe v is set in the filter of granule ``granules[i]``.
+
+        ``relative(chunk)`` gives the probes' bit positions inside the filters of a chunk of
+        granules, shape ``(len(chunk), probes, k)`` or broadcastable to it; each position is
+        offset by its filter's first bit in ``flat``. Chunks bound the temporary arrays to about
+        ``_PROBE_BATCH`` positions, whatever the number of granules and probes.
+        """
         from bloomskip import bits
 
-        out = np.empty(positions.shape, dtype=bool)
-        per_granule = max(1, int(np.prod(positions.shape[1:])))
-        step = max(1, _PROBE_BATCH // per_granule)
-        for first in range(0, positions.shape[0], step):
-            chunk = positions[first : first + step]
-            out[first : first + step] = bits.test_bits(flat, chunk.reshape(-1)).reshape(chunk.shape)
-        return out
+        out = []
+        step = max(1, _PROBE_BATCH // max(1, per_item))
+        for first in range(0, granules.size, step):
+            chunk = granules[first : first + step]
+            first_bits = starts[chunk].astype(np.uint64) * np.uint64(8)
+            absolute = first_bits[:, None, None] + relative(chunk)
+            present = bits.test_bits(flat, absolute.reshape(-1)).reshape(absolute.shape)
+            out.append(present.all(axis=2))
+        return np.concatenate(out) if out else np.ones((0, 0), dtype=bool)
 
     def hashes_present(self, column: int, value_hashes: np.ndarray) -> np.ndarray:
         """bloom_filter: ``out[g, i]`` = all k bits of value hash i are set in granule g.
@@ -500,16 +514,12 @@ class _GranuleFilters:
         seeds = np.array(bits.BF_HASH_SEEDS[:k], dtype=np.uint64)
         mixed = hashing.hash128_to_64(np.repeat(values, k), np.tile(seeds, values.size))
         mixed = mixed.reshape(values.size, k)
-        usable = widths > 0  # an empty filter proves nothing: keep the granule
-        granules = np.flatnonzero(usable)
-        step = max(1, _PROBE_BATCH // mixed.size)
-        for first in range(0, granules.size, step):
-            chunk = granules[first : first + step]
-            positions = (
-                mixed[None, :, :] % widths[chunk, None, None]
-                + (starts[chunk].astype(np.uint64) * np.uint64(8))[:, None, None]
-            )
-            result[chunk] = self._probe(flat, positions).all(axis=2)
+        granules = np.flatnonzero(widths > 0)  # an empty filter proves nothing: keep the granule
+        if granules.size:
+            result[granules] = self._all_bits_set(
+                flat, granules, starts, mixed.size,
+                lambda chunk: mixed[None, :, :] % widths[chunk, None, None],
+            )  # fmt: skip
         return result
 
     def token_sets_present(self, column: int, token_lists: list[list[bytes]]) -> np.ndarray:
@@ -533,9 +543,11 @@ class _GranuleFilters:
         non_empty = lengths > 0
         flat, filter_starts, widths = self._spans(column)
         granules = np.flatnonzero(widths == size)  # a malformed width keeps its granule
-        first_bits = filter_starts[granules].astype(np.uint64) * np.uint64(8)
-        absolute = first_bits[:, None, None] + positions
-        token_present = self._probe(flat, absolute).all(axis=2)[:, order]
+        if not granules.size:
+            return result
+        token_present = self._all_bits_set(
+            flat, granules, filter_starts, positions.size, lambda chunk: positions[None, :, :]
+        )[:, order]
         runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
         block = np.ones((len(granules), len(token_lists)), dtype=bool)
         block[:, non_empty] = runs
@@ -662,12 +674,11 @@ def _canonical(node: exp.Expression) -> str:
 
 
 def _parse(sql: str) -> exp.Expression:
-    import sqlglot
-    from sqlglot.errors import SqlglotError
+    from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
     try:
-        return sqlglot.parse_one(sql, read="clickhouse")
-    except SqlglotError as exc:
+        return parse_clickhouse(sql)
+    except SQLSyntaxError as exc:
         raise ConditionError(f"cannot parse WHERE expression {sql!r}: {exc}") from exc
 
 

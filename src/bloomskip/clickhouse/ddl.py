@@ -493,15 +493,12 @@ def _build_definition(
 
 
 def _parse_sql(sql: str, what: str):  # noqa: ANN202 - sqlglot expression
-    import sqlglot
-    from sqlglot.errors import SqlglotError
+    from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
     try:
-        return sqlglot.parse_one(sql, read="clickhouse")
-    except SqlglotError as exc:
-        errors = getattr(exc, "errors", None)
-        reason = errors[0].get("description", str(exc)) if errors else str(exc).splitlines()[0]
-        raise IndexDefinitionError(f"cannot parse {what}: {reason}") from exc
+        return parse_clickhouse(sql)
+    except SQLSyntaxError as exc:
+        raise IndexDefinitionError(f"cannot parse {what}: {exc}") from exc
 
 
 def _column_name(node) -> str:  # noqa: ANN001

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bloomskip._atomic import write_atomically
 from bloomskip.clickhouse import compression
 from bloomskip.errors import FormatError
 
@@ -395,29 +395,6 @@ def escape_for_file_name(name: str) -> str:
         char = chr(byte)
         out.append(char if char.isascii() and (char.isalnum() or char == "_") else f"%{byte:02X}")
     return "".join(out)
-
-
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory + os.replace.
-
-    Args:
-        path: Destination.
-        data: Bytes to write.
-
-    Raises:
-        OSError: the directory is not writable.
-    """
-    target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def write_skip_index_files(

@@ -345,9 +345,13 @@ def select_list(columns: list[str] | str | None) -> str:
     if columns is None or (isinstance(columns, str) and columns.strip() == "*"):
         return "*"
     if isinstance(columns, str):
-        import sqlglot
+        from bloomskip._sql import SQLSyntaxError, parse_clickhouse
+        from bloomskip.dataset.translate import UnsupportedPredicateError
 
-        expressions = sqlglot.parse_one(f"SELECT {columns}", read="clickhouse").expressions
+        try:
+            expressions = parse_clickhouse(f"SELECT {columns}").expressions
+        except SQLSyntaxError as exc:
+            raise UnsupportedPredicateError(f"cannot parse --select {columns!r}: {exc}") from exc
         return ", ".join(clickhouse_to_duckdb(e.sql("clickhouse")) for e in expressions)
     return ", ".join('"' + name.replace('"', '""') + '"' for name in columns)
 

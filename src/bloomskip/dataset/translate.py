@@ -66,12 +66,11 @@ def parse_where(where: str):
         >>> parse_where("hasToken(msg, 'error')").sql("clickhouse")
         "hasToken(msg, 'error')"
     """
-    import sqlglot
-    from sqlglot.errors import ParseError
+    from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
     try:
-        return sqlglot.parse_one(where, read="clickhouse")
-    except ParseError as exc:
+        return parse_clickhouse(where)
+    except SQLSyntaxError as exc:
         raise UnsupportedPredicateError(f"cannot parse WHERE {where!r}: {exc}") from exc
 
 
