@@ -151,11 +151,6 @@ class ClickHouseType:
             current = current.arguments[0]
         return current
 
-    def default_bytes(self) -> bytes:
-        """Bytes of this (string-like) type's default value: '' or N zero bytes."""
-        base = self.base()
-        return bytes(base.arguments[0]) if base.name == "FixedString" else b""
-
     def __str__(self) -> str:
         if not self.modelled:
             return self.name
