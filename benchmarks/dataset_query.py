@@ -16,9 +16,9 @@ Queries: a point lookup of a present and of an absent ``user_id``, and a token s
 * bloomskip warm: the same ``Dataset`` object answers again (the headline: what a program
   holding a ``Dataset`` sees; its sidecar, decoded indexes and DuckDB connection are reused,
   the sources re-validated by ``stat``);
-* bloomskip cold: a new ``Dataset`` for every run (loads and verifies the sidecar, hashes the
-  source footers, opens a DuckDB connection), as one ``bloomskip query`` command does minus
-  the interpreter start;
+* bloomskip cold: a new ``Dataset`` for every run (reads and verifies the sidecar's header and
+  the payload sections of the indexes the query uses, hashes the source footers, opens a
+  DuckDB connection), as one ``bloomskip query`` command does minus the interpreter start;
 * the DuckDB peers on one connection with default settings, and DuckDB over the Parquet Bloom
   filter files once more with ``parquet_metadata_cache`` on, the setting bloomskip's own
   connection uses (so that footer caching is not counted as bloomskip's advantage).
@@ -195,7 +195,8 @@ def main() -> None:
             )
     print(
         "(warm: the same Dataset answers again, the headline; cold: a new Dataset per query, "
-        "loading and verifying the sidecar;\n prune: index evaluation only, warm; "
+        "verifying the sidecar header and the sections it reads;\n prune: index evaluation "
+        "only, warm; "
         "pqbf+mdc: DuckDB over the Parquet Bloom filter files with parquet_metadata_cache on)"
     )
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -96,10 +98,17 @@ def test_missing_file_and_new_file(fresh: Path) -> None:
     assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
 
 
-def test_corrupt_sidecar_falls_back_to_a_scan(fresh: Path) -> None:
+def _sections(sidecar: Path) -> tuple[int, dict]:
+    """The payload area's start and the version-2 header of ``sidecar``."""
+    data = sidecar.read_bytes()
+    (header_length,) = struct.unpack_from("<I", data, 12)
+    return 16 + header_length + 32, json.loads(data[16 : 16 + header_length])
+
+
+def test_corrupt_sidecar_header_falls_back_to_a_scan(fresh: Path) -> None:
     sidecar = fresh / "_bloomskip.index"
     data = bytearray(sidecar.read_bytes())
-    data[len(data) // 2] ^= 0x40
+    data[40] ^= 0x40  # inside the header
     sidecar.write_bytes(bytes(data))
     dataset = Dataset(fresh)
     with pytest.raises(FormatError, match="checksum"):
@@ -111,6 +120,47 @@ def test_corrupt_sidecar_falls_back_to_a_scan(fresh: Path) -> None:
     # build replaces a corrupt sidecar
     Dataset(fresh).build_index(INDEXES, progress=False)
     assert len(read_sidecar(sidecar).files) == 3
+
+
+def test_corrupt_section_scans_only_the_file_it_covers(fresh: Path) -> None:
+    sidecar = fresh / "_bloomskip.index"
+    payload_start, header = _sections(sidecar)
+    names = [f["path"] for f in header["files"]]
+    (k_bf,) = [
+        i for i, x in enumerate(header["indexes"]) if x["definition"].startswith("INDEX k_bf")
+    ]
+    offset, length, _ = header["files"][names.index("part-1.parquet")]["payloads"][k_bf]
+    data = bytearray(sidecar.read_bytes())
+    data[payload_start + offset + length // 2] ^= 0x01
+    sidecar.write_bytes(bytes(data))
+    dataset = Dataset(fresh)
+    dataset.load_sidecar()  # the header is intact: only that section is refused, when read
+    where = "k = 1300"
+    result = dataset.explain(where)
+    assert any("part-1.parquet" in w and "corrupt" in w for w in result.warnings)
+    outcome = result.indexes[k_bf]
+    assert outcome.useful
+    by_name = {state.relative_path: n for n, state in enumerate(result.files)}
+    assert outcome.keep[by_name["part-1.parquet"]].all()  # scanned for this index
+    assert not outcome.keep[by_name["part-0.parquet"]].all()  # still pruned by it
+    assert _ids(dataset, where) == _full_scan_ids(fresh, where)
+    # build re-indexes the file whose section is corrupt, and only that one
+    assert Dataset(fresh).build_index(None, progress=False).rebuilt == ["part-1.parquet"]
+    assert not any("corrupt" in w for w in Dataset(fresh).explain(where).warnings)
+
+
+@pytest.mark.parametrize("position", [i / 23 for i in range(24)])
+def test_any_flipped_byte_on_disk_never_gives_a_wrong_answer(fresh: Path, position) -> None:
+    sidecar = fresh / "_bloomskip.index"
+    data = bytearray(sidecar.read_bytes())
+    data[min(int(position * len(data)), len(data) - 1)] ^= 0x10
+    sidecar.write_bytes(bytes(data))
+    with pytest.raises(FormatError):  # detected in the header or in the section holding it
+        for entry in read_sidecar(sidecar).files.values():
+            list(entry.payloads)
+    # A query reads only the sections it needs: whether or not it meets the flipped byte, the
+    # answer is the full scan's.
+    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
 
 
 def test_no_sidecar_scans_and_refresh_without_definitions_fails(tmp_path: Path) -> None:
@@ -193,7 +243,8 @@ def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
     sidecar_path = fresh / "_bloomskip.index"
     sidecar = read_sidecar(sidecar_path)
     entry = sidecar.files["part-0.parquet"]
-    entry.payloads[0] = entry.payloads[0][:-3]  # k_bf: the last granule is cut short
+    # k_bf: the last granule is cut short, under a valid section checksum
+    entry.payloads = [entry.payloads[0][:-3], *entry.payloads[1:]]
     write_sidecar(sidecar, sidecar_path)
     dataset = Dataset(fresh)
     result = dataset.explain("k = 1300")
@@ -202,3 +253,43 @@ def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
     assert any(w.startswith("index INDEX k_bf") for w in result.warnings)
     assert all(keep.all() for keep in result.keep)
     assert _ids(dataset, "k = 1300") == _full_scan_ids(fresh, "k = 1300")
+
+
+def _write_v1(sidecar, path: Path) -> None:
+    """Write ``sidecar`` in format version 1 (the documented layout; no longer written)."""
+    import hashlib
+
+    offset, payloads, files = 0, [], []
+    for entry in sidecar.files.values():
+        blobs = []
+        for payload in entry.payloads:
+            blobs.append([offset, len(payload)])
+            payloads.append(bytes(payload))
+            offset += len(payload)
+        identity = entry.identity
+        files.append({"path": entry.path, "format": entry.format, "size": identity.size,
+                      "mtime_ns": identity.mtime_ns, "footer_sha256": identity.footer_sha256,
+                      "granule_rows": entry.granule_rows, "payloads": blobs})  # fmt: skip
+    indexes = [{"definition": s.definition, "column_types": dict(s.column_types)}
+               for s in sidecar.indexes]  # fmt: skip
+    header = json.dumps({"granule": sidecar.granule, "indexes": indexes, "files": files}).encode()
+    body = struct.pack("<8sHHI", b"BSKIPIDX", 1, 0, len(header)) + header + b"".join(payloads)
+    body += struct.pack("<Q", offset)
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+def test_v1_sidecar_is_used_and_upgraded_by_build(fresh: Path) -> None:
+    sidecar_path = fresh / "_bloomskip.index"
+    current = read_sidecar(sidecar_path)
+    for entry in current.files.values():
+        entry.payloads = list(entry.payloads)  # read now: the file is rewritten in place below
+    _write_v1(current, sidecar_path)
+    assert struct.unpack_from("<H", sidecar_path.read_bytes(), 8) == (1,)
+    dataset = Dataset(fresh)
+    result = dataset.explain("k = 1300")
+    assert result.warnings == [] and any(o.granules_skipped for o in result.indexes)
+    assert _ids(dataset, "k = 1300") == _full_scan_ids(fresh, "k = 1300")
+    assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
+    assert Dataset(fresh).build_index(None, progress=False).rebuilt == []  # nothing re-indexed
+    assert struct.unpack_from("<H", sidecar_path.read_bytes(), 8) == (2,)  # but rewritten as v2
+    assert read_sidecar(sidecar_path) == current

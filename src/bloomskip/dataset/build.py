@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
 from bloomskip.dataset.sources import SourceFile, read_layout
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import BloomskipError, FormatError
 
 ROW_GROUP = "row-group"
 
@@ -329,7 +329,15 @@ def build_sidecar(
         relative = relative_to(source.path, root)
         old = reusable.files.get(relative) if reusable is not None else None
         if old is not None and old.format == source.format and old.identity == source.identity():
-            entries[relative] = old
+            try:
+                # Read (and verify) the reused sections now: a corrupt one means re-indexing.
+                payloads = list(old.payloads)
+            except FormatError:
+                todo.append((source, relative))
+                continue
+            entries[relative] = FileEntry(
+                old.path, old.format, old.identity, old.granule_rows, payloads
+            )
         else:
             todo.append((source, relative))
     total = sum(int(read_layout(source).rows.sum()) for source, _ in todo)

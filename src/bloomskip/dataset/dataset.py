@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from bloomskip.dataset.sources import IdentityCache, discover, glob_root, is_glob, stat_key
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import pyarrow as pa
     import pyarrow.dataset as pads
 
@@ -48,6 +50,15 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
         digest = hashlib.sha256(pattern.encode("utf-8")).hexdigest()[:12]
         return root / f"_bloomskip-{digest}.index"
     return path.parent / f"_{path.name}.bloomskip"
+
+
+def _new_connection():
+    """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute("SET GLOBAL parquet_metadata_cache = true")
+    return connection
 
 
 @dataclass
@@ -99,6 +110,7 @@ class Dataset:
         self._identities = IdentityCache()
         self._duckdb = None
         self._duckdb_sources: tuple | None = None
+        self._pending_connection: Future | None = None
         self._empty_results: dict = {}
         self._layouts: dict = {}
         self._schema = None
@@ -110,8 +122,6 @@ class Dataset:
         parse them again. DuckDB re-validates that cache only by modification time in seconds,
         so the connection is replaced whenever a file of the dataset changes (its ``stat``).
         """
-        import duckdb
-
         try:
             sources = tuple(stat_key(source.path) for source in self.files)
         except OSError:
@@ -119,9 +129,10 @@ class Dataset:
         if self._duckdb is None or sources is None or sources != self._duckdb_sources:
             if self._duckdb is not None:
                 self._duckdb.close()
-            self._duckdb = duckdb.connect()
+            pending, self._pending_connection = self._pending_connection, None
+            # A connection opened ahead (see query) is new: it has cached no footer yet.
+            self._duckdb = pending.result() if pending is not None else _new_connection()
             self._empty_results.clear()
-            self._duckdb.execute("SET GLOBAL parquet_metadata_cache = true")
             self._duckdb_sources = sources
         return self._duckdb
 
@@ -186,7 +197,7 @@ class Dataset:
             ['part-0.parquet', 'part-1.parquet']
         """
         from bloomskip.dataset.build import build_sidecar, parse_granule, prepare_index
-        from bloomskip.dataset.sidecar import write_sidecar
+        from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
         try:
@@ -208,7 +219,12 @@ class Dataset:
         sidecar, rebuilt = build_sidecar(
             self.files, self.root, prepared, granule, previous, progress
         )
-        if rebuilt or previous is None or len(previous.files) != len(sidecar.files):
+        if (
+            rebuilt
+            or previous is None
+            or previous.format_version != FORMAT_VERSION  # upgraded to the current format
+            or len(previous.files) != len(sidecar.files)
+        ):
             write_sidecar(sidecar, self.sidecar_path)
         return BuildReport(
             self.sidecar_path, len(self.files), rebuilt, self.sidecar_path.stat().st_size
@@ -310,6 +326,13 @@ class Dataset:
         from bloomskip.dataset.query import run_query
 
         names = list(columns) if columns is not None and not isinstance(columns, str) else columns
+        if self._duckdb is None and self._pending_connection is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # Opening DuckDB takes ~10-15 ms and releases the GIL: do it while pruning.
+            opener = ThreadPoolExecutor(max_workers=1)
+            self._pending_connection = opener.submit(_new_connection)
+            opener.shutdown(wait=False)
         result = self.explain(where)
         connection = self.duckdb_connection()
         return run_query(result, self.schema, where, names, limit, connection, self._empty_results)

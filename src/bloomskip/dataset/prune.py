@@ -206,11 +206,15 @@ def prune(
             outcome.note = "no file is indexed"
             continue
         try:
-            index, condition = _engine_objects(
-                number, spec, where, states, indexed, engine_cache, condition_cache
-            )
+            condition = _condition(spec, where, condition_cache)
             if not condition.useful:
                 outcome.note = "no part of the WHERE can use this index"
+                continue
+            # Only now are the index's payload sections read (and verified).
+            index, usable, problems = _engine_index(number, spec, states, indexed, engine_cache)
+            warnings.extend(problems)
+            if index is None:
+                outcome.note = "not used: no readable payload section"
                 continue
             may_match = np.asarray(condition.may_match(index), bool)
         except ValueError as exc:
@@ -221,7 +225,7 @@ def prune(
             continue
         outcome.useful = True
         position = 0
-        for i in indexed:
+        for i in usable:
             state = states[i]
             rows = np.asarray(state.entry.granule_rows, np.int64)
             file_keep = np.zeros(len(rows), bool)
@@ -240,32 +244,11 @@ def prune(
     return PruneResult(states, keep, outcomes, warnings)
 
 
-def _engine_objects(number, spec, where, states, indexed, cache, condition_cache=None):
-    import numpy as np
-
+def _condition(spec, where, condition_cache):
+    """The compiled condition of ``where`` for one index (no payload is read for it)."""
     from bloomskip.clickhouse.condition import compile_condition
     from bloomskip.clickhouse.ddl import parse_index_definition
-    from bloomskip.clickhouse.index import SkipIndex
 
-    column_types = dict(spec.column_types)
-    key = (
-        number,
-        spec,
-        tuple((states[i].relative_path, states[i].entry.identity) for i in indexed),
-    )
-    if key not in cache:
-        definition = parse_index_definition(spec.definition)
-        # One copy of the payloads (they are views of the sidecar's bytes); from_bytes keeps it.
-        payload = b"".join(states[i].entry.payloads[number] for i in indexed)
-        rows = np.concatenate([np.asarray(states[i].entry.granule_rows, np.int64) for i in indexed])
-        rows = rows[rows > 0]
-        # Kept across queries: probing reads its filters in place (column_filter_spans).
-        index = SkipIndex.from_bytes(definition, payload, rows, column_types)
-        if len(cache) > 64:
-            # Old keys belong to superseded sidecars or file sets; drop them all.
-            cache.clear()
-        cache[key] = (definition, index)
-    definition, index = cache[key]
     # The condition depends on the WHERE and the index definition only, not on the data: a
     # repeated query skips sqlglot parsing and RPN building.
     condition_cache = {} if condition_cache is None else condition_cache
@@ -274,6 +257,56 @@ def _engine_objects(number, spec, where, states, indexed, cache, condition_cache
     if condition is None:
         if len(condition_cache) > 256:
             condition_cache.clear()
-        condition = compile_condition(where, definition, column_types)
+        definition = parse_index_definition(spec.definition)
+        condition = compile_condition(where, definition, dict(spec.column_types))
         condition_cache[condition_key] = condition
-    return index, condition
+    return condition
+
+
+def _engine_index(number, spec, states, indexed, cache):
+    """The decoded ``SkipIndex`` of index ``number`` over the indexed files it can use.
+
+    Returns:
+        ``(index, usable, problems)``: the index (None when no section is readable), the
+        positions in ``states`` of the files it covers, and a warning per file whose payload
+        section is corrupt (those files are scanned for this index).
+    """
+    import numpy as np
+
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.clickhouse.index import SkipIndex
+    from bloomskip.dataset.sidecar import join_sections
+
+    key = (
+        number,
+        spec,
+        tuple((states[i].relative_path, states[i].entry.identity) for i in indexed),
+    )
+    if key not in cache:
+        payload, good, errors = join_sections(
+            [states[i].entry.payloads for i in indexed],
+            number,
+        )
+        usable = [indexed[item] for item in good]
+        problems = [
+            f"index {spec.definition} not used for {states[indexed[item]].relative_path}, "
+            f"scanning it: {exc}"
+            for item, exc in errors.items()
+        ]
+        index = None
+        if usable:
+            rows = np.concatenate(
+                [np.asarray(states[i].entry.granule_rows, np.int64) for i in usable]
+            )
+            rows = rows[rows > 0]
+            definition = parse_index_definition(spec.definition)
+            # Kept across queries: probing reads its filters in place (column_filter_spans).
+            index = SkipIndex.from_bytes(definition, payload, rows, dict(spec.column_types))
+        if problems:
+            # Not kept: a rebuilt sidecar may repair the section for the same file identities.
+            return index, usable, problems
+        if len(cache) > 64:
+            # Old keys belong to superseded sidecars or file sets; drop them all.
+            cache.clear()
+        cache[key] = (index, usable, problems)
+    return cache[key]
