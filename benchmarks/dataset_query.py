@@ -105,8 +105,9 @@ def main() -> None:
         for i, spec in enumerate(sidecar.indexes)
     }
 
-    sample = pq.ParquetFile(plain_files[len(plain_files) // 2]).read_row_group(3, ["user_id"])
-    present = int(sample.column(0)[777].as_py())
+    middle = pq.ParquetFile(plain_files[len(plain_files) // 2])
+    sample = middle.read_row_group(middle.num_row_groups // 2, ["user_id"])
+    present = int(sample.column(0)[len(sample) // 2].as_py())
     absent = int(np.random.default_rng(7).integers(1, 1 << 62))
     queries = [
         ("point lookup, present", f"user_id = {present}", pc.field("user_id") == present),

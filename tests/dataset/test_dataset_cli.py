@@ -98,6 +98,31 @@ def test_user_errors(data: Path) -> None:
         run(["query", str(data)])  # --where is required
 
 
+def test_bad_input_is_one_error_line(data: Path, tmp_path: Path) -> None:
+    not_a_directory = data / "part-0.parquet"  # a path below a file can never be written
+    with pytest.raises(BloomskipError, match="cannot write the index"):
+        run(["index", "build", str(data), "--index", INDEXES[0], "--no-progress",
+             "--sidecar", str(not_a_directory / "x.index")])  # fmt: skip
+    _build(data)
+    with pytest.raises(BloomskipError, match="no column 'nope'"):
+        run(["query", str(data), "--where", "nope = 1", "--explain"])
+    with pytest.raises(BloomskipError, match="no column 'zz'"):
+        run(["query", str(data), "--where", "k = 1", "--select", "id, zz", "--explain"])
+    with pytest.raises(BloomskipError, match="cannot write"):
+        run(["query", str(data), "--where", "k = 1", "--format", "csv",
+             "--output", str(not_a_directory / "out.csv")])  # fmt: skip
+    with pytest.raises(BloomskipError, match="names no column"):
+        run(["query", str(data), "--where", "k = 1", "--select", " "])
+    with pytest.raises(BloomskipError, match="demo in"):
+        run(["demo", str(not_a_directory / "demo"), "--rows", "10"])
+    for argv in [
+        ["query", str(data), "--where", "k = 1", "--limit", "-1"],
+        ["demo", "--rows", "0"],
+    ]:
+        with pytest.raises(SystemExit):
+            run(argv)
+
+
 def test_demo_command_small(tmp_path: Path, capsys) -> None:
     assert run(["demo", str(tmp_path / "demo"), "--rows", "150000"]) == 0
     out = capsys.readouterr().out

@@ -180,6 +180,8 @@ def test_bad_definitions_are_user_errors(fresh: Path) -> None:
         ("k TYPE tokenbf_v1(0, 1, 0)", "tokenbf"),
         ("k TYPE bloom_filter GRANULARITY 2", "GRANULARITY"),
         ("v TYPE tokenbf_v1(64, 2, 0)", "Float64"),
+        ("k", "expected 'EXPR TYPE"),  # no TYPE clause at all
+        ("k TYPE minmax", "not a Bloom-filter index"),
     ]:
         with pytest.raises(BloomskipError, match=message):
             dataset.build_index([definition], progress=False)

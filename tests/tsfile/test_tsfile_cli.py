@@ -137,10 +137,48 @@ def test_missing_location_is_a_user_error(run_cli: Run, tmp_path: Path) -> None:
         run_cli("verify", str(tmp_path / "missing"))
 
 
+@pytest.mark.parametrize("command", [("verify",), ("find", "root.a.s1")])
+def test_no_tsfile_in_the_directories_is_a_user_error(
+    run_cli: Run, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    from bloomskip.errors import BloomskipError
+
+    (tmp_path / "notes.txt").write_text("not a tsfile")
+    with pytest.raises(BloomskipError, match="no .tsfile files in"):
+        run_cli(*command, str(tmp_path))
+
+
 def test_unreadable_file_is_a_user_error(run_cli: Run, tmp_path: Path) -> None:
     from bloomskip.errors import BloomskipError
 
     with pytest.raises(BloomskipError, match="No such file"):
         run_cli("inspect", str(tmp_path / "missing.tsfile"))
-    with pytest.raises(BloomskipError):
-        run_cli("lookup", str(tmp_path), "root.a.s1")  # a directory
+    with pytest.raises(BloomskipError, match=f"{tmp_path.name}: Is a directory"):
+        run_cli("lookup", str(tmp_path), "root.a.s1")  # a directory: the message names it
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ("lookup", "f.tsfile", "root.a.s1", "--charset", "no-such-charset"),
+        ("repair", "f.tsfile", "--error-rate", "nan"),
+        ("verify", "f.tsfile", "--error-rate", "0"),
+        ("inspect", "f.tsfile", "--error-rate", "1.5"),
+        ("verify", "f.tsfile", "--limit", "-1"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(
+    run_cli: Run, arguments: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(*arguments)
+    assert exit_info.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
+
+
+def test_lookup_in_another_charset(corpus: dict[str, CorpusFile], run_cli: Run) -> None:
+    # A non-ASCII path the charset cannot encode is hashed as Java does ("?"), and its UTF-8
+    # bytes (what the C++ writer hashed) are probed too: still found, no traceback.
+    path = corpus["tree_10_cjk"].path
+    status, out, _ = run_cli("lookup", str(path), "root.sg.设备.温度", "--charset", "latin-1")
+    assert (status, out.split()[1:]) == (0, ["bloom=maybe", "present=true"])

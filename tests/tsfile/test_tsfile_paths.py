@@ -68,8 +68,20 @@ def test_charset_is_a_parameter() -> None:
     assert latin.contains_batch(paths).all() and utf8.contains_batch(paths).all()
     assert latin.positions("root.sg.é.s1") != utf8.positions("root.sg.é.s1")
     assert latin.might_contain("root.sg.é.s1".encode("latin-1"))
-    with pytest.raises(UnicodeEncodeError):
-        encode_paths(["设备"], "latin-1")
+    # Java's String.getBytes(charset) replaces what the charset cannot encode by "?".
+    assert encode_paths(["设备", "a\udcff"], "latin-1") == [b"??", b"a?"]
+
+
+def test_probe_in_another_charset_still_finds_utf8_written_paths() -> None:
+    # The C++ writer (PyPI tsfile) hashes UTF-8 whatever charset Java readers use.
+    paths = [f"root.sg.设备{i}.温度é" for i in range(50)]
+    for variant in ("signed-tail", "unsigned-tail"):
+        utf8 = BloomFilter.for_paths(paths, variant=variant)  # type: ignore[arg-type]
+        latin = BloomFilter.for_paths(paths, variant=variant, charset="latin-1")  # type: ignore[arg-type]
+        for charset in ("latin-1", "gbk", "utf-8"):
+            probes = [PathProbe(path, charset=charset) for path in paths]
+            assert all(probe.might_be_in(utf8) for probe in probes)
+        assert all(PathProbe(path, charset="latin-1").might_be_in(latin) for path in paths)
 
 
 def test_path_probe_matches_the_filter() -> None:

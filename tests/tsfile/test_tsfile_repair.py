@@ -110,33 +110,26 @@ def test_repair_sizing_and_error_rate(copy_of: Callable[[str], Path]) -> None:
     assert (result.bit_count, result.hash_function_count) == writer_sizing(60)
 
 
-def test_crash_before_replace_leaves_the_original(
-    copy_of: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "failing", "message"),
+    [("tree_10_cjk", "replace", "simulated crash"), ("table_small", "fsync", "disk full")],
+)
+def test_crash_leaves_the_original(
+    copy_of: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    failing: str,
+    message: str,
 ) -> None:
-    target = copy_of("tree_10_cjk")
+    # A crash before the rename (os.replace) or while writing (os.fsync).
+    target = copy_of(name)
     before = target.read_bytes()
 
     def crash(*_: object) -> None:
-        raise OSError("simulated crash")
+        raise OSError(message)
 
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="simulated crash"):
-        repair_filter(target)
-    assert target.read_bytes() == before
-    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
-
-
-def test_crash_while_writing_leaves_the_original(
-    copy_of: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = copy_of("table_small")
-    before = target.read_bytes()
-
-    def crash(*_: object) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(os, failing, crash)
+    with pytest.raises(OSError, match=message):
         repair_filter(target)
     assert target.read_bytes() == before
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
@@ -157,3 +150,24 @@ def test_repair_keeps_the_file_mode(copy_of: Callable[[str], Path]) -> None:
     target.chmod(0o640)
     repair_filter(target)
     assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_repair_in_a_java_charset_still_serves_pypi(
+    corpus: dict[str, CorpusFile], copy_of: Callable[[str], Path]
+) -> None:
+    # Java hashes its platform charset, the C++ reader always UTF-8: a "both" repair for a GBK
+    # Java site must keep every series visible to PyPI tsfile too.
+    corpus_file = corpus["tree_10_cjk"]
+    expected = pypi_row_counts(corpus_file.path, corpus_file)
+    target = copy_of("tree_10_cjk")
+    result = repair_filter(target, charset="gbk")
+    assert pypi_row_counts(target, corpus_file) == expected
+    paths = analysis_paths(corpus_file)
+    with TsFileReader(target, charset="gbk") as reader:
+        assert not analyze_filter(reader).false_negatives
+        stored = reader.bloom_filter
+    # Java's GBK bytes with the signed tail are in, and sizing counted the differing paths twice.
+    assert stored is not None
+    assert stored.contains_with([p.encode("gbk") for p in paths], signed_tail=True).all()
+    non_ascii = sum(not p.isascii() for p in paths)
+    assert (result.bit_count, result.hash_function_count) == writer_sizing(len(paths) + non_ascii)

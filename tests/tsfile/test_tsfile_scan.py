@@ -238,7 +238,9 @@ PROBES = ["root.sg.d1.s1", "root.sg.设备.温度", "root.sg.d1.s9", "t1.gz.null
 def _verdict(data: bytes, tail_read: int, series: str) -> int:
     head, tail = data[:HEAD_SIZE], data[-tail_read:]
     probe = PathProbe(series)
-    return _native.tsfile_tail_verdict(tail, head, len(data), probe.encoded, probe.signed_tails)
+    return _native.tsfile_tail_verdict(
+        tail, head, len(data), probe.encodings[0], probe.signed_tails
+    )
 
 
 def _reader_verdict(path: Path, series: str) -> str:
@@ -300,7 +302,7 @@ def test_tail_verdict_of_a_truncated_tail(corpus: dict[str, CorpusFile]) -> None
         for series in PROBES:
             probe = PathProbe(series)
             verdict = _native.tsfile_tail_verdict(
-                tail, data[:HEAD_SIZE], len(data), probe.encoded, probe.signed_tails
+                tail, data[:HEAD_SIZE], len(data), probe.encodings[0], probe.signed_tails
             )
             assert verdict in (-1, 0, 1)
     with pytest.raises(ValueError, match="one or two variants"):

@@ -10,6 +10,7 @@ building on a small thread pool, with a bounded number of granules in flight.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -90,6 +91,13 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
     from bloomskip.clickhouse.ddl import parse_index_definition
     from bloomskip.clickhouse.types import clickhouse_type_for
 
+    # The parser crashes on text without a TYPE clause (e.g. a bare column name): say what is
+    # expected instead of passing it on.
+    if not re.search(r"\bTYPE\b", definition_text, re.IGNORECASE):
+        raise BloomskipError(
+            f"index {definition_text!r}: expected 'EXPR TYPE bloom_filter(...)', "
+            "'EXPR TYPE tokenbf_v1(...)' or 'EXPR TYPE ngrambf_v1(...)'"
+        )
     try:
         definition = parse_index_definition(definition_text)
     except BloomskipError:
@@ -109,7 +117,12 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
             )
     columns = definition.source_columns
     if column_types is None:
-        column_types = {name: clickhouse_type_for(schema.field(name).type) for name in columns}
+        column_types = {}
+        for name in columns:
+            try:
+                column_types[name] = clickhouse_type_for(schema.field(name).type)
+            except BloomskipError as exc:
+                raise BloomskipError(f"index {definition_text!r}: column {name!r}: {exc}") from exc
     types = tuple((name, column_types[name]) for name in columns)
     # Fails early, with the column named, on a type the index cannot take.
     definition.index_column_types(dict(types))
@@ -225,7 +238,7 @@ def build_file(
 
     Args:
         source: The file.
-        relative_path: Its path relative to the sidecar directory.
+        relative_path: Its path relative to the dataset's root directory.
         indexes: The indexes to build.
         granule: ``"row-group"`` or rows per granule.
         executor: Pool the granule builds run on.
@@ -307,7 +320,7 @@ def build_sidecar(
 
     Args:
         files: The dataset's files.
-        root: The sidecar's directory.
+        root: The dataset's root directory; the sidecar names files relative to it.
         indexes: The indexes to build.
         granule: ``"row-group"`` or rows per granule.
         previous: The current sidecar; its entries are reused only when it has the same index

@@ -61,7 +61,7 @@ def register(subparsers) -> None:
     query.add_argument("dataset", metavar="DATASET")
     query.add_argument("--where", required=True, metavar="PRED")
     query.add_argument("--select", metavar="COLS", help="comma-separated columns (default: all)")
-    query.add_argument("--limit", type=int, metavar="N")
+    query.add_argument("--limit", type=_count(0), metavar="N")
     query.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
     query.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     query.add_argument(
@@ -75,8 +75,23 @@ def register(subparsers) -> None:
         help="generate a sample log dataset, index it and compare with a DuckDB full scan",
     )
     demo.add_argument("directory", nargs="?", default="bloomskip-demo", metavar="DIR")
-    demo.add_argument("--rows", type=int, default=5_000_000, help="rows to generate")
+    demo.add_argument("--rows", type=_count(1), default=5_000_000, help="rows to generate")
     demo.set_defaults(func=_demo)
+
+
+def _count(minimum: int):
+    """Return an argparse ``type`` accepting whole numbers of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
+        return value
+
+    return parse
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -96,17 +111,25 @@ def _query(args: argparse.Namespace) -> int:
     from bloomskip.dataset.query import run_query
     from bloomskip.dataset.report import explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
+    from bloomskip.errors import BloomskipError
 
     dataset = Dataset(args.dataset, sidecar=args.sidecar)
     result = dataset.explain(args.where)
     if args.explain:
-        columns = referenced_columns(args.where)
+        read_columns = referenced_columns(args.where)
+        selected = []
         if args.select:
             # The select list is comma-separated expressions: as a tuple it parses as one.
             selected = referenced_columns(f"tuple({args.select})")
-            columns += [c for c in selected if c not in columns]
-        else:
-            columns = []
+        # Without running the query nothing else would notice a misspelt column.
+        unknown = [c for c in read_columns + selected if c not in dataset.schema.names]
+        if unknown:
+            raise BloomskipError(
+                f"no column {', '.join(map(repr, dict.fromkeys(unknown)))} in the dataset; "
+                f"columns: {', '.join(dataset.schema.names)}"
+            )
+        # Bytes are counted over the columns read: all of them when there is no --select.
+        columns = read_columns + [c for c in selected if c not in read_columns] if selected else []
         print(explain_text(result, columns))
         return 0
     for warning in result.warnings:
@@ -120,6 +143,10 @@ def _query(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from bloomskip.dataset.demo import run_demo
+    from bloomskip.errors import BloomskipError
 
-    run_demo(args.directory, rows=args.rows)
+    try:
+        run_demo(args.directory, rows=args.rows)
+    except OSError as exc:
+        raise BloomskipError(f"demo in {args.directory}: {exc}") from exc
     return 0

@@ -88,7 +88,9 @@ class Dataset:
     Raises:
         BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
 
-    A ``Dataset`` caches the decoded index between queries; use one per thread.
+    A ``Dataset`` caches the decoded index between queries; use one per thread. Its files are
+    listed once, when it is created (as ``pyarrow.dataset`` does): a file added or removed later
+    is seen by a new ``Dataset``, while a listed file that changes is detected on every query.
 
     Example:
         >>> ds = Dataset("logs/")  # doctest: +SKIP
@@ -157,17 +159,24 @@ class Dataset:
         The verified sidecar is kept, and read again only when its ``stat`` changes.
 
         Raises:
-            FormatError: The sidecar exists but is corrupt.
+            FormatError: The sidecar exists but is corrupt or cannot be read (callers then
+                scan or rebuild, as for any unusable index).
         """
         from bloomskip.dataset.sidecar import read_sidecar
+        from bloomskip.errors import FormatError
 
         try:
-            stat = self.sidecar_path.stat()
-        except FileNotFoundError:
+            key = stat_key(self.sidecar_path)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         if self._sidecar_cache is None or self._sidecar_cache[0] != key:
-            self._sidecar_cache = (key, read_sidecar(self.sidecar_path))
+            try:
+                sidecar = read_sidecar(self.sidecar_path)
+            except OSError as exc:
+                raise FormatError(
+                    f"cannot read the index: {exc}", source=str(self.sidecar_path)
+                ) from exc
+            self._sidecar_cache = (key, sidecar)
         return self._sidecar_cache[1]
 
     def build_index(
@@ -189,8 +198,8 @@ class Dataset:
             A :class:`BuildReport`.
 
         Raises:
-            BloomskipError: Bad definitions, no definitions and no sidecar, or data the engine
-                cannot hash.
+            BloomskipError: Bad definitions, no definitions and no sidecar, data the engine
+                cannot hash, or a sidecar location that cannot be written.
 
         Example:
             >>> Dataset("logs/").build_index(["msg TYPE tokenbf_v1(8192, 3, 0)"]).rebuilt
@@ -225,7 +234,10 @@ class Dataset:
             or previous.format_version != FORMAT_VERSION  # upgraded to the current format
             or len(previous.files) != len(sidecar.files)
         ):
-            write_sidecar(sidecar, self.sidecar_path)
+            try:
+                write_sidecar(sidecar, self.sidecar_path)
+            except OSError as exc:
+                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
         return BuildReport(
             self.sidecar_path, len(self.files), rebuilt, self.sidecar_path.stat().st_size
         )

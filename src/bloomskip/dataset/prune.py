@@ -100,7 +100,7 @@ def file_states(
 
     Args:
         files: The dataset's files.
-        root: The sidecar's directory.
+        root: The dataset's root directory; the sidecar names files relative to it.
         sidecar: The loaded sidecar, or None.
         layouts: Reused across calls: layouts keyed by file and identity.
         identities: Reused across calls: footer hashes, re-read when a file's ``stat`` changes.

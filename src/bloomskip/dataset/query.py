@@ -352,6 +352,8 @@ def select_list(columns: list[str] | str | None) -> str:
             expressions = parse_clickhouse(f"SELECT {columns}").expressions
         except SQLSyntaxError as exc:
             raise UnsupportedPredicateError(f"cannot parse --select {columns!r}: {exc}") from exc
+        if not expressions:
+            raise UnsupportedPredicateError(f"--select {columns!r} names no column")
         return ", ".join(clickhouse_to_duckdb(e.sql("clickhouse")) for e in expressions)
     return ", ".join('"' + name.replace('"', '""') + '"' for name in columns)
 

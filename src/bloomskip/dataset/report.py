@@ -81,7 +81,7 @@ def write_output(table, output_format: str, output: str | None) -> None:
         output: A file path; None for standard output.
 
     Raises:
-        BloomskipError: Parquet to a terminal, or an unknown format.
+        BloomskipError: Parquet to a terminal, an unknown format, or an unwritable ``output``.
     """
     import duckdb
     import pyarrow.parquet as pq
@@ -93,7 +93,7 @@ def write_output(table, output_format: str, output: str | None) -> None:
         if output is None:
             sys.stdout.write(text)
         else:
-            write_atomically(output, text.encode("utf-8"))
+            _to_file(output, lambda: write_atomically(output, text.encode("utf-8")))
         return
     if output_format == "parquet" and output is None and sys.stdout.isatty():
         raise BloomskipError("--format parquet writes binary: give --output FILE or redirect")
@@ -113,8 +113,12 @@ def write_output(table, output_format: str, output: str | None) -> None:
             connection.close()
 
     if output is not None:
-        with atomic_path(output) as temporary:
-            write(temporary)
+
+        def write_file() -> None:
+            with atomic_path(output) as temporary:
+                write(temporary)
+
+        _to_file(output, write_file)
         return
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"result.{output_format}"
@@ -123,3 +127,11 @@ def write_output(table, output_format: str, output: str | None) -> None:
         with open(path, "rb") as handle:
             shutil.copyfileobj(handle, sys.stdout.buffer)
         sys.stdout.buffer.flush()
+
+
+def _to_file(output: str, writer) -> None:
+    """Run ``writer()``, reporting an unwritable ``output`` as a user error, not a traceback."""
+    try:
+        writer()
+    except OSError as exc:
+        raise BloomskipError(f"cannot write {output}: {exc}") from exc

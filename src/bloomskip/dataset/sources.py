@@ -237,7 +237,8 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
         dataset: A Parquet or Arrow IPC file, a directory of Parquet files, or a glob.
 
     Returns:
-        ``(root, files)``: the directory the dataset lives in (where the sidecar goes) and the
+        ``(root, files)``: the directory the dataset lives in (where the default sidecar goes;
+        the sidecar names files relative to it) and the
         files, sorted by path.
 
     Raises:

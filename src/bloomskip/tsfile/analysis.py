@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from bloomskip.tsfile.filter import DEFAULT_ERROR_RATE
-from bloomskip.tsfile.paths import encode_paths
+from bloomskip.tsfile.paths import DEFAULT_CHARSET, encode_path, encode_paths, is_utf8
 from bloomskip.tsfile.reader import TsFileReader
 
 #: The two kinds of reader and the tail each one hashes with.
@@ -32,6 +32,29 @@ READER_NAMES = {"signed-tail": "Java", "unsigned-tail": "C++ / PyPI tsfile"}
 SATURATION_FACTOR = 2.0
 
 DetectedVariant = Literal["signed-tail", "unsigned-tail", "both", "neither"]
+
+
+def reader_batch(paths: list[str], signed_tail: bool, charset: str) -> list:
+    """The bytes one kind of reader hashes for ``paths``.
+
+    Java readers (signed tail) hash the platform charset, ``charset``; the C++ library and PyPI
+    ``tsfile`` (unsigned tail) always hash UTF-8.
+
+    Args:
+        paths: Series path texts.
+        signed_tail: The reader kind (see :data:`READER_KINDS`).
+        charset: The Java writers' and readers' charset.
+
+    Returns:
+        A batch for :class:`BloomFilter` (``bytes`` items are hashed as they are).
+
+    Example:
+        >>> reader_batch(["a.é"], False, "latin-1")
+        [b'a.\xc3\xa9']
+    """
+    if signed_tail or is_utf8(charset):
+        return encode_paths(paths, charset)
+    return [encode_path(path, DEFAULT_CHARSET) for path in paths]
 
 
 @dataclass(frozen=True)
@@ -113,10 +136,10 @@ def analyze_filter(reader: TsFileReader, error_rate: float = DEFAULT_ERROR_RATE)
             reader.path, reader.version, len(paths), False, 0, None, None, 0, None, None, None,
             error_rate, None,
         )  # fmt: skip
-    batch = encode_paths(paths, reader.charset)
     rejected: dict[str, list[str]] = {}
     rebuilt: dict[str, np.ndarray] = {}
     for kind, signed_tail in READER_KINDS.items():
+        batch = reader_batch(paths, signed_tail, reader.charset)
         found = stored.contains_with(batch, signed_tail)
         rejected[kind] = [paths[index] for index in np.flatnonzero(~found)]
         # Compare sets of bit positions rather than bitsets: a file may claim 2**31 bits.

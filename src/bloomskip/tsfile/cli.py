@@ -42,14 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = group.add_subparsers(dest="tsfile_command", metavar="COMMAND", required=True)
 
     inspect = commands.add_parser(
-        "inspect", help="format version, series count, the filter's parameters and hash variant"
+        "inspect",
+        help="format version, series count, the filter's parameters and hash variant",
+        description="Exit status 0, or 2 when the file cannot be read or is corrupt.",
     )
     inspect.add_argument("file", help="a .tsfile")
-    _add_common(inspect, json_flag=True, charset=True)
-    inspect.add_argument(
-        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
-        help="the writer's target false-positive rate (default 0.05)",
-    )  # fmt: skip
+    _add_common(inspect, json_flag=True, charset=True, error_rate=True)
     inspect.set_defaults(func=_user_errors(_inspect))
 
     lookup = commands.add_parser(
@@ -84,18 +82,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "C++ / PyPI tsfile (unsigned-tail) readers, or is corrupt.",
     )
     verify.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
-    _add_common(verify, json_flag=True, charset=True)
+    _add_common(verify, json_flag=True, charset=True, error_rate=True)
     verify.add_argument(
-        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
-        help="the writer's target false-positive rate (default 0.05)",
+        "--limit", type=_positive_int, default=10,
+        help="series listed per reader kind in text output (default 10)",
     )  # fmt: skip
-    verify.add_argument(
-        "--limit", type=int, default=10, help="series listed per reader kind in text output"
-    )
     verify.set_defaults(func=_user_errors(_verify))
 
     repair = commands.add_parser(
-        "repair", help="rewrite only the Bloom filter, atomically, from the file's own series"
+        "repair",
+        help="rewrite only the Bloom filter, atomically, from the file's own series",
+        description="Exit status 0, or 2 when the file cannot be read or is corrupt (it is then "
+        "left untouched).",
     )
     repair.add_argument("file", help="a .tsfile (rewritten in place)")
     repair.add_argument(
@@ -103,11 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="both: Java and C++ readers find every series (default); signed-tail: the spec; "
         "unsigned-tail: the C++ library",
     )  # fmt: skip
-    repair.add_argument(
-        "--error-rate", type=float, default=_DEFAULT_ERROR_RATE,
-        help="target false-positive rate of the writer sizing (default 0.05)",
-    )  # fmt: skip
-    _add_common(repair, json_flag=True, charset=True)
+    _add_common(repair, json_flag=True, charset=True, error_rate=True)
     repair.set_defaults(func=_user_errors(_repair))
 
 
@@ -121,7 +115,9 @@ def _user_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[..., 
         try:
             return handler(args)
         except OSError as exc:
-            raise BloomskipError(str(exc)) from exc
+            # Some errors (reading a directory, say) come without the file name: add it.
+            named = exc if exc.filename else f"{getattr(args, 'file', '')}: {exc.strerror or exc}"
+            raise BloomskipError(str(named)) from exc
 
     return run
 
@@ -132,18 +128,25 @@ def _add_common(
     json_flag: bool = False,
     charset: bool = False,
     variant: bool = False,
+    error_rate: bool = False,
 ) -> None:
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON")
     if charset:
         parser.add_argument(
-            "--charset", default="utf-8", help="charset of the writers' path bytes (default utf-8)"
-        )
+            "--charset", type=_charset, default="utf-8",
+            help="charset Java hashes paths in (default utf-8; C++ / PyPI tsfile always use UTF-8)",
+        )  # fmt: skip
     if variant:
         parser.add_argument(
             "--variant", choices=_VARIANTS, default="both",
             help="hash variant(s) to trust the filter under; 'both' (default) never rejects a "
             "series any writer could have indexed",
+        )  # fmt: skip
+    if error_rate:
+        parser.add_argument(
+            "--error-rate", type=_error_rate, default=_DEFAULT_ERROR_RATE,
+            help="the writer sizing's target false-positive rate (default 0.05)",
         )  # fmt: skip
 
 
@@ -161,6 +164,23 @@ def _progress(items: Iterable, description: str, total: int | None = None) -> It
     return tqdm(items, desc=description, unit="file", file=sys.stderr, total=total)
 
 
+def _charset(name: str) -> str:
+    import codecs
+
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown charset {name!r}") from None
+    return name
+
+
+def _error_rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -173,9 +193,13 @@ def _expand(locations: list[str]) -> list:
     from bloomskip.tsfile.find import iter_tsfiles
 
     try:
-        return list(iter_tsfiles(locations))
+        files = list(iter_tsfiles(locations))
     except FileNotFoundError as exc:
         raise BloomskipError(str(exc)) from None
+    if not files:
+        # Silence would read as "nothing found" or "all files verified".
+        raise BloomskipError(f"no .tsfile files in {', '.join(locations)}")
+    return files
 
 
 # ---------------------------------------------------------------------- handlers

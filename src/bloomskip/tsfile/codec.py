@@ -124,22 +124,10 @@ class ByteCursor:
             self.pos = pos + 1
             return self.data[pos]
         start = self.offset
-        value = 0
-        for index in range(MAX_UVARINT_BYTES):
-            if self.pos >= len(self.data):
-                raise TruncatedError(
-                    "truncated varint", field=field, offset=start, source=self.source
-                )
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                if byte == 0 and index > 0:
-                    raise self.error("overlong varint (non-minimal encoding)", field, start)
-                if value > INT32_MAX:
-                    raise self.error(f"varint {value} exceeds 2**31 - 1", field, start)
-                return value
-        raise self.error(f"overlong varint (more than {MAX_UVARINT_BYTES} bytes)", field, start)
+        value = self._multibyte_varint(field, start)
+        if value > INT32_MAX:
+            raise self.error(f"varint {value} exceeds 2**31 - 1", field, start)
+        return value
 
     def varint(self, field: str) -> int:
         """Read a zig-zag encoded signed varint (Java ``writeVarInt``)."""
@@ -149,6 +137,13 @@ class ByteCursor:
             byte = self.data[pos]
             return (byte >> 1) ^ -(byte & 1)
         start = self.offset
+        value = self._multibyte_varint(field, start)
+        if value > 0xFFFFFFFF:
+            raise self.error(f"varint {value} exceeds 32 bits", field, start)
+        return (value >> 1) ^ -(value & 1)
+
+    def _multibyte_varint(self, field: str, start: int) -> int:
+        """Read the LEB128 bytes of a varint (at most 5, minimally encoded) at ``start``."""
         value = 0
         for index in range(MAX_UVARINT_BYTES):
             if self.pos >= len(self.data):
@@ -161,9 +156,7 @@ class ByteCursor:
             if not byte & 0x80:
                 if byte == 0 and index > 0:
                     raise self.error("overlong varint (non-minimal encoding)", field, start)
-                if value > 0xFFFFFFFF:
-                    raise self.error(f"varint {value} exceeds 32 bits", field, start)
-                return (value >> 1) ^ -(value & 1)
+                return value
         raise self.error(f"overlong varint (more than {MAX_UVARINT_BYTES} bytes)", field, start)
 
     def varstr(self, field: str) -> str | None:

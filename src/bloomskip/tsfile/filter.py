@@ -481,11 +481,15 @@ class PathProbe:
     The bit positions of a path depend only on the filter's shape ``(bit_count, k)``, which
     files written with the same sizing share, so they are computed once per shape and variant.
 
+    A ``str`` path is probed in ``charset`` and also in UTF-8: only Java hashes the platform
+    charset, the C++ writer (PyPI ``tsfile``) always hashes UTF-8, and a file does not say which
+    wrote it, so ruling a path out takes both.
+
     Args:
         path: The path text (or its encoded bytes).
         variant: ``both`` (default: "maybe" if either variant's bits are all set),
             ``signed-tail`` or ``unsigned-tail``.
-        charset: Charset for a ``str`` path.
+        charset: Charset for a ``str`` path (Java's platform charset).
 
     Example:
         >>> f = BloomFilter(256, 5, variant="unsigned-tail")
@@ -496,14 +500,16 @@ class PathProbe:
         False
     """
 
-    __slots__ = ("path", "encoded", "signed_tails", "_masks")
+    __slots__ = ("path", "encodings", "signed_tails", "_masks")
 
     def __init__(
         self, path: PathLike, *, variant: HashVariant = "both", charset: str = DEFAULT_CHARSET
     ) -> None:
         self.path = path
-        #: The hashed bytes of the path.
-        self.encoded = encode_path(path, charset)
+        #: The hashed bytes of the path: in ``charset``, then in UTF-8 if those differ.
+        self.encodings = tuple(
+            dict.fromkeys((encode_path(path, charset), encode_path(path, DEFAULT_CHARSET)))
+        )
         #: The ``signed_tail`` flag of each probed variant.
         self.signed_tails = signed_tail_flags(variant)
         self._masks: dict[tuple[int, int], tuple[tuple[tuple[int, int], ...], ...]] = {}
@@ -538,15 +544,12 @@ class PathProbe:
         per_variant = self._masks.get(shape)
         if per_variant is None:
             masks = (
-                tuple(
-                    (position >> 3, 1 << (position & 7))
-                    for position in bits.tsfile_positions([self.encoded], *shape, signed_tail)[
-                        0
-                    ].tolist()
-                )
+                tuple((position >> 3, 1 << (position & 7)) for position in row)
                 for signed_tail in self.signed_tails
+                for row in bits.tsfile_positions(list(self.encodings), *shape, signed_tail).tolist()
             )
-            # Both tails give the same bits unless a byte >= 0x80 lands in the tail: test once.
+            # Both tails (and charsets) give the same bits unless a byte >= 0x80 lands in the
+            # tail (or the path is ASCII): test once.
             per_variant = tuple(dict.fromkeys(masks))
             self._masks[shape] = per_variant
         for masks in per_variant:

@@ -58,6 +58,7 @@ def iter_tsfiles(locations: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
 
     Raises:
         FileNotFoundError: A location does not exist.
+        OSError: A directory cannot be listed.
 
     Example:
         >>> list(iter_tsfiles([]))
@@ -68,7 +69,8 @@ def iter_tsfiles(locations: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
         if path.is_dir():
             found = (
                 Path(root) / name
-                for root, _, names in os.walk(path)
+                # A directory that cannot be listed must not silently hide its files.
+                for root, _, names in os.walk(path, onerror=_raise)
                 for name in names
                 if name.endswith(TSFILE_SUFFIX)
             )
@@ -77,6 +79,10 @@ def iter_tsfiles(locations: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
             yield path
         else:
             raise FileNotFoundError(f"no such file or directory: {location}")
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def find_series(
@@ -167,10 +173,11 @@ def _find_in_file(name: str, probe: PathProbe, variant: HashVariant, charset: st
         bytes_read = length if head is tail else length + HEAD_SIZE
         # Short reads: the file changed while being read, so the reader starts afresh.
         if len(tail) == length and (head is tail or len(head) == HEAD_SIZE):
-            verdict = _native.tsfile_tail_verdict(
-                tail, head, size, probe.encoded, probe.signed_tails
-            )
-            if verdict == 0:
+            verdicts = {
+                _native.tsfile_tail_verdict(tail, head, size, encoded, probe.signed_tails)
+                for encoded in probe.encodings
+            }
+            if verdicts == {0}:
                 # The C scan checked the envelope and every rule of TsFileMetadata up to the
                 # filter, as the reader would, before testing the bits.
                 return FindResult(name, "absent", False, None, bytes_read)

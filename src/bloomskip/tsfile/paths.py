@@ -24,6 +24,8 @@ from typing import Any
 TREE_TABLE_NAME_NODES = 3
 NULL_SEGMENT_TEXT = "null"
 DEFAULT_CHARSET = "utf-8"
+#: How text the charset cannot encode is hashed: as Java's ``String.getBytes``, a "?" each.
+JAVA_ENCODE_ERRORS = "replace"
 
 DeviceSegments = tuple[str | None, ...]
 
@@ -162,17 +164,17 @@ def encode_paths(paths: Sequence[str] | Any, charset: str = DEFAULT_CHARSET) -> 
         A batch for ``bloomskip.hashing`` / ``bloomskip.bits``.
 
     Raises:
-        ValueError: A path cannot be encoded in ``charset``.
+        LookupError: ``charset`` is unknown.
 
     Example:
         >>> encode_paths(["root.é"], "latin-1")
         [b'root.\\xe9']
     """
-    if _is_utf8(charset):
+    if is_utf8(charset):
         return paths
     if hasattr(paths, "to_pylist"):
         paths = paths.to_pylist()
-    return [path.encode(charset) if isinstance(path, str) else bytes(path) for path in paths]
+    return [encode_path(path, charset) for path in paths]
 
 
 def encode_path(path: str | bytes, charset: str = DEFAULT_CHARSET) -> bytes:
@@ -182,8 +184,11 @@ def encode_path(path: str | bytes, charset: str = DEFAULT_CHARSET) -> bytes:
         >>> encode_path("root.设备.s1")
         b'root.\\xe8\\xae\\xbe\\xe5\\xa4\\x87.s1'
     """
-    return path.encode(charset) if isinstance(path, str) else bytes(path)
+    # Java's String.getBytes(charset) puts "?" for what the charset cannot encode (a CJK name
+    # under ISO-8859-1, a lone surrogate under UTF-8); Python's "replace" does the same.
+    return path.encode(charset, JAVA_ENCODE_ERRORS) if isinstance(path, str) else bytes(path)
 
 
-def _is_utf8(charset: str) -> bool:
+def is_utf8(charset: str) -> bool:
+    """Tell whether ``charset`` names UTF-8 (the kernels' own string encoding)."""
     return charset.lower().replace("_", "-") in ("utf-8", "utf8")

@@ -747,9 +747,9 @@ class TsFileReader:
         bloom_filter = self.metadata.bloom_filter
         if bloom_filter is None:
             return "maybe"
-        if isinstance(path, PathProbe):
-            return "maybe" if path.might_be_in(bloom_filter) else "absent"
-        return "maybe" if bloom_filter.might_contain(path) else "absent"
+        if not isinstance(path, PathProbe):
+            path = PathProbe(path, variant=self.variant, charset=self.charset)
+        return "maybe" if path.might_be_in(bloom_filter) else "absent"
 
     def lookup(self, path: str | PathProbe) -> LookupResult:
         """Look a series path up: the filter first, the index only if the filter passes.

@@ -25,11 +25,11 @@ from typing import Any
 
 from bloomskip._atomic import atomic_writer
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
-from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter
+from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter, reader_batch
 from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
 from bloomskip.tsfile.filter import DEFAULT_ERROR_RATE, BloomFilter
-from bloomskip.tsfile.hash import HashVariant, signed_tail_flags
-from bloomskip.tsfile.paths import DEFAULT_CHARSET
+from bloomskip.tsfile.hash import HashVariant, signed_tail_flags, variants_differ
+from bloomskip.tsfile.paths import DEFAULT_CHARSET, is_utf8
 from bloomskip.tsfile.reader import MAGIC, TsFileReader
 
 _COPY_CHUNK = 8 * 1024 * 1024
@@ -86,7 +86,7 @@ def repair_filter(
         metadata = reader.metadata
         before = os.fstat(reader.fileno())
         paths = reader.series_paths()
-        new_filter = BloomFilter.for_paths(paths, error_rate, variant=variant, charset=charset)
+        new_filter = _rebuilt_filter(paths, variant, error_rate, charset)
         serialized = new_filter.to_bytes()
         if reader.version == 3 and not new_filter.serialized_bits():
             # v3 stores bit_count and k even after an empty bit vector.
@@ -126,6 +126,34 @@ def repair_filter(
         size_before=before.st_size,
         size_after=metadata.start + len(tail),
     )
+
+
+def _rebuilt_filter(
+    paths: list[str], variant: HashVariant, error_rate: float, charset: str
+) -> BloomFilter:
+    """The writer-sized filter in which each intended kind of reader finds every path.
+
+    Java readers hash ``charset``, C++ readers UTF-8 (:func:`reader_batch`); in UTF-8 the
+    filter is the writers' own. Otherwise each reader kind's bytes go in with its tail, and
+    sizing counts a path twice where the two differ.
+    """
+    if is_utf8(charset) or variant == "signed-tail":
+        return BloomFilter.for_paths(paths, error_rate, variant=variant, charset=charset)
+    if variant == "unsigned-tail":
+        return BloomFilter.for_paths(
+            reader_batch(paths, False, charset), error_rate, variant=variant
+        )
+    java, native = reader_batch(paths, True, charset), reader_batch(paths, False, charset)
+    native_differs = variants_differ(native)
+    count = len(paths) + sum(
+        java_bytes != native_bytes or bool(differ)
+        for java_bytes, native_bytes, differ in zip(java, native, native_differs, strict=True)
+    )
+    result = BloomFilter.sized(count, error_rate, variant="signed-tail", charset=charset)
+    result.update(java)
+    native_part = BloomFilter(result.bit_count, result.hash_function_count, variant="unsigned-tail")
+    native_part.update(native)
+    return result | native_part
 
 
 def _copy_range(source_fd: int, target_fd: int, length: int) -> None:
