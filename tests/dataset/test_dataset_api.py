@@ -95,6 +95,18 @@ def test_missing_dataset_is_a_user_error(tmp_path) -> None:
     (tmp_path / "x.csv").write_text("a,b\n")
     with pytest.raises(BloomskipError, match="not a Parquet"):
         Dataset(tmp_path / "x.csv")
+    (tmp_path / "cut.parquet").write_bytes(b"PAR1" + b"\0" * 64)  # magic, but no footer
+    with pytest.raises(BloomskipError, match="cannot read the schema"):
+        Dataset(tmp_path / "cut.parquet").build_index(["x TYPE bloom_filter"], progress=False)
+    ipc = tmp_path / "bad.arrow"
+    table = pa.table({"x": [1, 2, 3]})
+    with pa.ipc.new_file(ipc, table.schema) as writer:
+        writer.write_table(table)
+    damaged = bytearray(ipc.read_bytes())
+    damaged[200:230] = b"\xff" * 30  # inside the record batch's metadata, before the footer
+    ipc.write_bytes(bytes(damaged))
+    with pytest.raises(BloomskipError, match="bad.arrow: cannot read it"):
+        Dataset(ipc).build_index(["x TYPE bloom_filter"], progress=False)
 
 
 def test_generated_logs_are_deterministic_and_shaped() -> None:

@@ -353,7 +353,12 @@ def build_sidecar(
             )
         else:
             todo.append((source, relative))
-    total = sum(int(read_layout(source).rows.sum()) for source, _ in todo)
+    total = 0
+    for source, _ in todo:
+        try:
+            total += int(read_layout(source).rows.sum())
+        except OSError as exc:
+            raise BloomskipError(f"{source.path}: cannot read it: {exc}") from exc
     workers = worker_count()
     with (
         progress_bar(total, "indexing", show_progress) as bar,
@@ -366,8 +371,9 @@ def build_sidecar(
                 )
             except BloomskipError:
                 raise
-            except (ArrowException, KeyError, ValueError) as exc:
-                # A file whose columns differ from the dataset's, or data the engine rejects.
+            except (ArrowException, KeyError, ValueError, OSError) as exc:
+                # A file whose columns differ from the dataset's, data the engine rejects, or
+                # an unreadable file.
                 raise BloomskipError(f"{source.path}: cannot index it: {exc}") from exc
     ordered = {relative_to(source.path, root): None for source in files}
     sidecar = Sidecar(granule, specs, {name: entries[name] for name in ordered})

@@ -140,17 +140,28 @@ class Dataset:
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset's Arrow schema (that of its first file, read once)."""
+        """The dataset's Arrow schema (that of its first file, read once).
+
+        Raises:
+            FormatError: The first file's footer cannot be read.
+        """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        from bloomskip.errors import FormatError
+
         if self._schema is None:
             first = self.files[0]
-            if first.format == "parquet":
-                self._schema = pq.read_schema(first.path)
-            else:
-                with pa.memory_map(str(first.path)) as handle:
-                    self._schema = pa.ipc.open_file(handle).schema
+            try:
+                if first.format == "parquet":
+                    self._schema = pq.read_schema(first.path)
+                else:
+                    with pa.memory_map(str(first.path)) as handle:
+                        self._schema = pa.ipc.open_file(handle).schema
+            except (pa.ArrowException, OSError) as exc:
+                raise FormatError(
+                    f"cannot read the schema: {exc}", field="footer", source=str(first.path)
+                ) from exc
         return self._schema
 
     def load_sidecar(self) -> Sidecar | None:

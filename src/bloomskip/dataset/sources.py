@@ -319,12 +319,23 @@ def read_layout(source: SourceFile) -> Layout:
 
     Raises:
         OSError: The file cannot be read.
-        pyarrow.ArrowInvalid: The file is not valid Parquet / Arrow IPC.
+        FormatError: The file is not valid Parquet / Arrow IPC.
 
     Example:
         >>> read_layout(SourceFile(Path("a.parquet"), "parquet")).rows  # doctest: +SKIP
         array([65536, 65536, 1200])
     """
+    import pyarrow as pa
+
+    try:
+        return _read_layout(source)
+    except pa.ArrowException as exc:
+        raise FormatError(
+            f"cannot read the layout: {exc}", field="footer", source=str(source.path)
+        ) from exc
+
+
+def _read_layout(source: SourceFile) -> Layout:
     import numpy as np
 
     if source.format == "parquet":
