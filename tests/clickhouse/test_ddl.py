@@ -144,6 +144,8 @@ def test_accepts_exactly_what_chdb_accepts(clickhouse, number: int) -> None:
         ("s TYPE bloom_filter GRANULARITY 0", ["GRANULARITY", "positive"]),
         ("s TYPE minmax", ["'minmax'", "not a Bloom-filter index"]),
         ("s TYPE bloom_filter(", ["cannot parse"]),
+        ("garbage", ["no TYPE"]),
+        ("INDEX i", ["no expression"]),
     ],
 )
 def test_errors_name_the_argument(clause: str, words: list[str]) -> None:

@@ -596,9 +596,10 @@ def _definition_from_node(node, default_name: bool) -> IndexDefinition:  # noqa:
     if isinstance(index_type_node, exp.Anonymous):
         index_type = str(index_type_node.this)
         raw_arguments = index_type_node.expressions
-    elif index_type_node is not None:
+    elif isinstance(index_type_node, exp.Expression):
         index_type, raw_arguments = index_type_node.name, []
     else:
+        # sqlglot leaves a non-node (e.g. True) here when the text has no TYPE clause.
         raise IndexDefinitionError("the index definition has no TYPE")
     arguments = tuple(
         _literal_value(argument, index_type, i + 1) for i, argument in enumerate(raw_arguments)
