@@ -123,6 +123,18 @@ class ClickHouseHarness:
         """Run a query; return the result as an Arrow table."""
         return self.session.query(sql, "ArrowTable")
 
+    def metadata_sql(self, table: str) -> str:
+        """The ``ATTACH TABLE`` statement ClickHouse keeps for ``table`` in its metadata folder."""
+        metadata_path = (
+            self.arrow(
+                "SELECT metadata_path FROM system.tables WHERE "
+                f"database = '{self.database}' AND name = '{table}'"
+            )
+            .column(0)[0]
+            .as_py()
+        )
+        return (self.path / metadata_path).read_text()
+
     def create_part(
         self,
         columns: Mapping[str, str] | Sequence[tuple[str, str]],
@@ -200,15 +212,7 @@ class ClickHouseHarness:
         granule_rows = np.asarray(granules.to_numpy(), dtype=np.int64)
         while granule_rows.size and granule_rows[-1] == 0:
             granule_rows = granule_rows[:-1]
-        metadata_path = (
-            self.arrow(
-                "SELECT metadata_path FROM system.tables WHERE "
-                f"database = '{self.database}' AND name = '{table}'"
-            )
-            .column(0)[0]
-            .as_py()
-        )
-        metadata_sql = (self.path / metadata_path).read_text()
+        metadata_sql = self.metadata_sql(table)
         columns, indexes = parse_create_table(metadata_sql)
         read_suffix = ""
         if read_settings:
@@ -261,7 +265,9 @@ class ClickHouseHarness:
         return _granules_after_index(text, index_name)
 
 
-def _granules_after_index(explain: str, index_name: str) -> tuple[int, int]:
+def explain_granules(explain: str, index_name: str) -> tuple[int, int] | None:
+    """``(kept, total)`` from the ``Granules: x/y`` line of ``index_name`` in an
+    ``EXPLAIN indexes = 1`` text; None when the index is not listed."""
     lines = [line.strip() for line in explain.splitlines()]
     for number, line in enumerate(lines):
         if line == f"Name: {index_name}":
@@ -269,7 +275,14 @@ def _granules_after_index(explain: str, index_name: str) -> tuple[int, int]:
                 if following.startswith("Granules:"):
                     kept, total = following.split(":", 1)[1].strip().split("/")
                     return int(kept), int(total)
-    pytest.fail(f"index {index_name} not in EXPLAIN output:\n{explain}")
+    return None
+
+
+def _granules_after_index(explain: str, index_name: str) -> tuple[int, int]:
+    granules = explain_granules(explain, index_name)
+    if granules is None:
+        pytest.fail(f"index {index_name} not in EXPLAIN output:\n{explain}")
+    return granules
 
 
 def _literal(value: object) -> str:

@@ -10,7 +10,7 @@ out of EXPLAIN (it judged the predicate useless for it), every granule is read, 
 from __future__ import annotations
 
 import pytest
-from clickhouse_harness import Part
+from clickhouse_harness import Part, explain_granules
 
 from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.index import SkipIndex
@@ -35,16 +35,10 @@ def _explain(part, where: str, index: str) -> tuple[int, int] | None:
         f"SETTINGS {settings}",
         "TabSeparatedRaw",
     )
-    lines = [line.strip() for line in text.splitlines()]
-    for number, line in enumerate(lines):
-        if line == f"Name: {index}":
-            for following in lines[number + 1 : number + 8]:
-                if following.startswith("Granules:"):
-                    kept, total = following.split(":", 1)[1].strip().split("/")
-                    return int(kept), int(total)
-    if "Granules:" not in text:
+    granules = explain_granules(text, index)
+    if granules is None and "Granules:" not in text:
         return _FOLDED
-    return None
+    return granules
 
 
 class _Built:

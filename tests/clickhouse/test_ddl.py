@@ -203,15 +203,7 @@ def test_to_sql_round_trips_through_chdb(clickhouse) -> None:
         f"CREATE TABLE {table} ({PROBE_COLUMNS}, {', '.join(d.to_sql() for d in clauses)}) "
         "ENGINE = MergeTree ORDER BY tuple()"
     )
-    metadata_path = (
-        clickhouse.arrow(
-            "SELECT metadata_path FROM system.tables WHERE database = "
-            f"'{clickhouse.database}' AND name = 'roundtrip'"
-        )
-        .column(0)[0]
-        .as_py()
-    )
-    columns, indexes = parse_create_table((clickhouse.path / metadata_path).read_text())
+    columns, indexes = parse_create_table(clickhouse.metadata_sql("roundtrip"))
     assert indexes == clauses
     # Column types come back in ClickHouse's own spelling, as system.columns shows them.
     reported = clickhouse.arrow(
@@ -236,15 +228,7 @@ def test_create_table_types_match_system_columns(clickhouse) -> None:
         "INDEX mm c0 TYPE minmax GRANULARITY 1, INDEX bf c1 TYPE bloom_filter) "
         "ENGINE = MergeTree ORDER BY tuple()"
     )
-    metadata_path = (
-        clickhouse.arrow(
-            "SELECT metadata_path FROM system.tables WHERE database = "
-            f"'{clickhouse.database}' AND name = 'typed'"
-        )
-        .column(0)[0]
-        .as_py()
-    )
-    sql = (clickhouse.path / metadata_path).read_text()
+    sql = clickhouse.metadata_sql("typed")
     assert sql.startswith("ATTACH TABLE")
     parsed, indexes = parse_create_table(sql)
     reported = clickhouse.arrow(
