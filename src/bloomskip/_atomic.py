@@ -5,6 +5,11 @@ query output) goes through :func:`atomic_path` or :func:`atomic_writer`: the byt
 temporary file in the same directory, are flushed to disk, and replace the target with
 ``os.replace``.
 
+A target that is a symbolic link is written through: the link is followed to the file it finally
+names, the temporary file is made in that file's directory, and that file is replaced, so the
+link stays a link and what it points to gets the new bytes (replacing the link itself would leave
+the real file stale while reporting success).
+
 Example:
     >>> import tempfile, pathlib
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "out.bin"
@@ -15,14 +20,49 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_path", "atomic_writer", "write_atomically"]
+__all__ = ["atomic_path", "atomic_writer", "final_target", "write_atomically"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# O_EXCL: never reuse another writer's file (nor follow a symlink planted under the name).
+_CREATE_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)  # fmt: skip
+
+
+def final_target(path: str | os.PathLike[str]) -> Path:
+    """The file a write to ``path`` lands in: ``path`` itself, or what its symlinks lead to.
+
+    Args:
+        path: The file to create or replace.
+
+    Returns:
+        ``path`` when it is not a symbolic link, else the path the chain of links ends at (which
+        need not exist yet: a dangling link is written through, as ``open`` would).
+
+    Raises:
+        OSError: The links form a loop (``ELOOP``).
+
+    Example:
+        >>> final_target("plain.bin")
+        PosixPath('plain.bin')
+    """
+    target = Path(path)
+    if not target.is_symlink():
+        return target
+    resolved = Path(os.path.realpath(target))
+    if resolved.is_symlink():  # realpath gives up on a loop and returns a link
+        raise OSError(errno.ELOOP, "too many levels of symbolic links", str(target))
+    return resolved
 
 
 @contextmanager
@@ -31,11 +71,13 @@ def atomic_path(
 ) -> Iterator[Path]:
     """A temporary path beside ``path`` that replaces ``path`` when the block succeeds.
 
-    For writers that want a file name rather than a file object (DuckDB's ``COPY``, say). The
-    new file keeps the mode of the file it replaces; a new file gets the usual mode for the
-    process's umask. If the block raises (or the process dies), ``path`` is untouched and the
+    For writers that want a file name rather than a file object (DuckDB's ``COPY``, say, which
+    replaces the file it is given). The new file keeps the mode of the file it replaces; a new
+    file gets the usual mode for the process's umask. A symbolic link is written through (see the
+    module docstring). If the block raises (or the process dies), ``path`` is untouched and the
     temporary file is removed (a killed process may leave a hidden ``.<name>.*.tmp`` behind, which
-    nothing reads).
+    nothing reads). If the temporary name is found to be a symbolic link (swapped in a shared
+    directory), nothing is replaced. :func:`atomic_writer` goes further: it never uses the name.
 
     Args:
         path: The file to create or replace.
@@ -46,23 +88,27 @@ def atomic_path(
         The temporary file's path (the file exists, empty).
 
     Raises:
-        OSError: The directory is not writable, or the disk is full.
+        OSError: The directory is not writable, the disk is full, the links form a loop, or
+            the temporary name was replaced by something other than a regular file.
     """
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    # O_EXCL: never reuse another writer's file; mode 0o666 lets the umask apply as for open().
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    target = final_target(path)
+    temporary, descriptor = _create_temporary(target)
+    os.close(descriptor)
     try:
         yield temporary
-        descriptor = os.open(temporary, os.O_RDONLY)
+        # The block wrote by name; refuse to follow a symlink now standing under that name.
         try:
-            os.fsync(descriptor)
+            descriptor = os.open(temporary, os.O_RDONLY | _NOFOLLOW)
+        except OSError as exc:
+            raise _replaced_error(temporary, target) from exc
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise _replaced_error(temporary, target)
+            _make_durable(descriptor, target)
         finally:
             os.close(descriptor)
         if before_replace is not None:
             before_replace(temporary)
-        if target.exists():
-            os.chmod(temporary, target.stat().st_mode & 0o7777)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -76,14 +122,35 @@ def atomic_writer(
 ) -> Iterator[BinaryIO]:
     """Like :func:`atomic_path`, but yields the temporary file opened for binary writing.
 
+    Everything goes through the descriptor the temporary file was created with (writes, fsync,
+    the mode); the name is used only to replace ``path``, and only if it still names that file.
+
     Raises:
-        OSError: The directory is not writable, or the disk is full.
+        OSError: The directory is not writable, the disk is full, the links form a loop, or the
+            temporary name was swapped for another file while the block ran.
     """
-    with (
-        atomic_path(path, before_replace=before_replace) as temporary,
-        open(temporary, "wb") as out,
-    ):
-        yield out
+    target = final_target(path)
+    temporary, descriptor = _create_temporary(target)
+    try:
+        with os.fdopen(descriptor, "wb", closefd=False) as out:
+            yield out
+        _make_durable(descriptor, target)
+        if before_replace is not None:
+            before_replace(temporary)
+        try:
+            named = os.stat(temporary, follow_symlinks=False)
+        except OSError as exc:
+            raise _replaced_error(temporary, target) from exc
+        created = os.fstat(descriptor)
+        if (named.st_dev, named.st_ino) != (created.st_dev, created.st_ino):
+            raise _replaced_error(temporary, target)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(descriptor)
+    _fsync_directory(target.parent)
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
@@ -94,6 +161,28 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """
     with atomic_writer(path) as out:
         out.write(data)
+
+
+def _create_temporary(target: Path) -> tuple[Path, int]:
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Mode 0o666 lets the umask apply as for open().
+    return temporary, os.open(temporary, _CREATE_FLAGS, 0o666)
+
+
+def _make_durable(descriptor: int, target: Path) -> None:
+    """Give the new file the mode of the one it replaces, then flush it to disk."""
+    with suppress(FileNotFoundError):
+        os.fchmod(descriptor, target.stat().st_mode & 0o7777)
+    os.fsync(descriptor)
+
+
+def _replaced_error(temporary: Path, target: Path) -> OSError:
+    return OSError(
+        errno.EEXIST,
+        f"the temporary file was replaced by another file while being written; {target} is "
+        "left unchanged",
+        str(temporary),
+    )
 
 
 def _fsync_directory(directory: Path) -> None:

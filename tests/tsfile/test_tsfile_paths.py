@@ -11,6 +11,7 @@ from bloomskip.tsfile import (
     PathProbe,
     device_path,
     encode_paths,
+    null_tag_forms,
     series_path,
     split_tree_device,
     split_tree_nodes,
@@ -107,3 +108,21 @@ def test_public_names_resolve() -> None:
     assert set(package.__all__) <= set(dir(package))
     with pytest.raises(AttributeError):
         _ = package.no_such_name
+
+
+@settings(max_examples=300, deadline=None)
+@given(tags=st.lists(st.one_of(st.none(), st.sampled_from(["bj", "null", "d.x", ""])), max_size=4))
+def test_null_tag_forms_reach_each_writers_device(tags: list[str | None]) -> None:
+    # The C++ writer stores (table, *tags); Java drops the trailing null tags (research, and the
+    # Java-written files). Whichever form a lookup is given, both stored forms are tried.
+    cpp_stored = ("t1", *tags)
+    java_stored = cpp_stored
+    while len(java_stored) > 1 and java_stored[-1] is None:
+        java_stored = java_stored[:-1]
+    for asked in (cpp_stored, java_stored):
+        forms = null_tag_forms(asked, len(tags))
+        assert forms[0] == asked
+        assert cpp_stored in forms and java_stored in forms
+        assert len(forms) == len(set(forms)) <= 2
+    # A device with more segments than the schema has tags is no table-model device id.
+    assert null_tag_forms(("t1", *tags, "x"), len(tags)) == (("t1", *tags, "x"),)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -171,3 +172,35 @@ def test_repair_in_a_java_charset_still_serves_pypi(
     assert stored.contains_with([p.encode("gbk") for p in paths], signed_tail=True).all()
     non_ascii = sum(not p.isascii() for p in paths)
     assert (result.bit_count, result.hash_function_count) == writer_sizing(len(paths) + non_ascii)
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_repair_writes_through_a_symlink(
+    corpus: dict[str, CorpusFile], tmp_path: Path, relative: bool
+) -> None:
+    # The link stays a link and the file it names is repaired (before: the link was replaced by
+    # a repaired regular file and the real file kept the filter that hides series from Java).
+    store = tmp_path / "store"
+    store.mkdir()
+    real = store / "real.tsfile"
+    shutil.copyfile(corpus["tree_10_cjk"].path, real)
+    link = tmp_path / "link.tsfile"
+    link.symlink_to("store/real.tsfile" if relative else real)
+    result = repair_filter(link)
+    assert (result.variant, result.file, Path(result.target)) == ("both", str(link), real.resolve())
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    with TsFileReader(real) as reader:
+        assert analyze_filter(reader).hash_variant == "both"
+    assert sorted(p.name for p in store.iterdir()) == ["real.tsfile"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.tsfile", "store"]
+    assert pypi_row_counts(real, corpus["tree_10_cjk"]) == pypi_row_counts(
+        corpus["tree_10_cjk"].path, corpus["tree_10_cjk"]
+    )
+
+
+def test_repair_cli_help_says_links_are_written_through(
+    run_cli: Callable[..., tuple[int, str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_cli("repair", "--help")
+    assert "symbolic link is written through" in " ".join(capsys.readouterr().out.split())

@@ -7,6 +7,7 @@ table model); the expected series come from PyPI ``tsfile``'s reader, never from
 from __future__ import annotations
 
 import datetime
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,7 +179,8 @@ def _tag_filter(reader: pypi_tsfile.TsFileReader, device: tuple[str | None, ...]
         c.get_column_name() for c in schema.get_columns() if c.get_category() == ColumnCategory.TAG
     ]
     condition = None
-    for tag, value in zip(tag_names, device[1:], strict=False):
+    # A Java device drops trailing null tags: the tags it lacks are null.
+    for tag, value in itertools.zip_longest(tag_names, device[1:]):
         atom = pypi_tsfile.tag_is_null(tag) if value is None else pypi_tsfile.tag_eq(tag, value)
         condition = atom if condition is None else condition & atom
     return condition

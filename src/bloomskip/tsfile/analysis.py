@@ -2,9 +2,10 @@
 
 A file does not record the tail variant of its filter. Rebuilding the filter from the file's own
 series list tells it: a reader of one variant finds a series only if all of that series' bits
-under that variant are set. A series whose bits are not all set is a false negative for that kind
-of reader -- data it silently skips (Java readers use the signed tail, the C++ library and PyPI
-``tsfile`` the unsigned tail).
+under that variant are set (Java readers use the signed tail, the C++ library and PyPI ``tsfile``
+the unsigned tail). Whether a failed check hides data depends on the query path, see
+:data:`READERS`: tree-model series queries drop a series whose check fails -- data the reader
+silently skips -- while table-model queries walk the index without consulting the filter.
 
 Example:
     >>> with TsFileReader("cjk.tsfile") as reader:  # doctest: +SKIP
@@ -27,7 +28,55 @@ from bloomskip.tsfile.reader import TsFileReader
 
 #: The two kinds of reader and the tail each one hashes with.
 READER_KINDS: dict[str, bool] = {"signed-tail": True, "unsigned-tail": False}
-READER_NAMES = {"signed-tail": "Java", "unsigned-tail": "C++ / PyPI tsfile"}
+#: The ways a reader selects data: series by path (tree model: Java ``TsFileExecutor``, PyPI
+#: ``query_timeseries``) or a table's rows by tag (Java ``TableQueryExecutor``, PyPI
+#: ``query_table``).
+QUERY_PATHS = ("tree_model_series_queries", "table_model_queries")
+
+
+@dataclass(frozen=True)
+class ReaderBehaviour:
+    """What one reader library does with the filter, per query path, and how that is known.
+
+    Attributes:
+        name: The library.
+        hash_variant: The tail it hashes paths with (a key of :data:`READER_KINDS`).
+        consults_filter: Per query path, whether a failed filter check drops the series.
+        basis: Per query path, where the behaviour was established.
+    """
+
+    name: str
+    hash_variant: str
+    consults_filter: dict[str, bool]
+    basis: dict[str, str]
+
+
+#: The readers' real behaviour. PyPI's is reproduced by tests/tsfile/test_tsfile_java_written.py
+#: on files written by the Java library; Java's is read in its source (release v2.0.0).
+READERS: dict[str, ReaderBehaviour] = {
+    "java": ReaderBehaviour(
+        "Java",
+        "signed-tail",
+        {"tree_model_series_queries": True, "table_model_queries": False},
+        {
+            "tree_model_series_queries": "Java source: TsFileExecutor drops each selected series "
+            "whose BloomFilter.contains is false",
+            "table_model_queries": "Java source: TableQueryExecutor walks the device index "
+            "without the filter",
+        },
+    ),
+    "cpp": ReaderBehaviour(
+        "C++ / PyPI tsfile",
+        "unsigned-tail",
+        {"tree_model_series_queries": True, "table_model_queries": False},
+        {
+            "tree_model_series_queries": "observed: PyPI tsfile 2.5 query_timeseries returns 0 "
+            "rows, without an error, for a series whose filter check fails",
+            "table_model_queries": "observed: PyPI tsfile 2.5 query_table returns every row "
+            "whatever the filter holds",
+        },
+    ),
+}
 #: How far above the target false-positive rate a filter must be to count as saturated.
 SATURATION_FACTOR = 2.0
 
@@ -67,7 +116,12 @@ class FilterAnalysis:
             ``neither``; None when the file has no filter (readers then skip the check).
         exact_match: Per variant (``both`` = the union), whether rebuilding the filter from the
             series list gives exactly the stored bits.
-        rejected: Per reader kind, the indexed series paths whose filter check fails.
+        rejected: Per reader kind, the indexed series paths whose filter check fails (time
+            columns included).
+        hidden: Per reader (a key of :data:`READERS`) and query path, the series that path
+            does not return because the filter check fails: the rejected paths, except time
+            columns (never selected as series), for paths that consult the filter.
+        model: ``tree``, ``table`` or ``mixed``: whether the series belong to table schemas.
         target_fpr: The error rate the writer's sizing aims at.
         effective_fpr: ``fill_ratio ** k``, the false-positive rate the filter actually has.
     """
@@ -87,6 +141,8 @@ class FilterAnalysis:
     hash_variant: DetectedVariant | None
     exact_match: dict[str, bool] = field(default_factory=dict)
     rejected: dict[str, list[str]] = field(default_factory=dict)
+    hidden: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    model: Literal["tree", "table", "mixed"] = "tree"
 
     @property
     def saturated(self) -> bool:
@@ -102,15 +158,41 @@ class FilterAnalysis:
 
     @property
     def false_negatives(self) -> bool:
-        """True when some kind of reader misses an indexed series."""
-        return any(self.rejected.values())
+        """True when some reader's query path silently misses an indexed series."""
+        return any(any(paths.values()) for paths in self.hidden.values())
+
+    def readers(self) -> dict[str, dict[str, Any]]:
+        """Per reader: its hash and, per query path, whether the filter is consulted, the
+        series it hides, and the basis of the claim (what ``verify --json`` prints).
+
+        Returns:
+            ``{reader: {"name", "hash_variant", query_path: {"filter_consulted", "hidden",
+            "basis"}}}`` for each reader of :data:`READERS` and path of :data:`QUERY_PATHS`.
+
+        Example:
+            >>> analysis.readers()["cpp"]["table_model_queries"]["hidden"]  # doctest: +SKIP
+            []
+        """
+        report: dict[str, dict[str, Any]] = {}
+        for key, reader in READERS.items():
+            entry: dict[str, Any] = {"name": reader.name, "hash_variant": reader.hash_variant}
+            for query_path in QUERY_PATHS:
+                entry[query_path] = {
+                    "filter_consulted": reader.consults_filter[query_path],
+                    "hidden": self.hidden.get(key, {}).get(query_path, []),
+                    "basis": reader.basis[query_path],
+                }
+            report[key] = entry
+        return report
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary (``inf`` estimates become None)."""
         result = asdict(self)
+        del result["hidden"]  # given per reader, with the query paths' facts
         for key, value in result.items():
             if isinstance(value, float) and not math.isfinite(value):
                 result[key] = None
+        result["readers"] = self.readers()
         result["saturated"] = self.saturated
         result["false_negatives"] = self.false_negatives
         return result
@@ -129,14 +211,22 @@ def analyze_filter(reader: TsFileReader, error_rate: float = DEFAULT_ERROR_RATE)
     Raises:
         FormatError: The file's index is corrupt.
     """
-    paths = reader.series_paths()
+    series = reader.series()
+    paths = [item.path for item in series]
+    schemas = reader.metadata.table_schemas
+    table_model = np.fromiter((item.device[0] in schemas for item in series), bool, len(series))
+    model = (
+        "table" if table_model.all() and len(series) else "mixed" if table_model.any() else "tree"
+    )
     stored = reader.metadata.bloom_filter
     if stored is None:
         return FilterAnalysis(
             reader.path, reader.version, len(paths), False, 0, None, None, 0, None, None, None,
-            error_rate, None,
+            error_rate, None, model=model,
         )  # fmt: skip
+    selectable = np.fromiter((item.measurement != "" for item in series), bool, len(series))
     rejected: dict[str, list[str]] = {}
+    hidden: dict[str, dict[str, list[str]]] = {}
     rebuilt: dict[str, np.ndarray] = {}
     for kind, signed_tail in READER_KINDS.items():
         batch = reader_batch(paths, signed_tail, reader.charset)
@@ -144,6 +234,13 @@ def analyze_filter(reader: TsFileReader, error_rate: float = DEFAULT_ERROR_RATE)
         rejected[kind] = [paths[index] for index in np.flatnonzero(~found)]
         # Compare sets of bit positions rather than bitsets: a file may claim 2**31 bits.
         rebuilt[kind] = np.unique(stored.positions_batch(batch, signed_tail))
+        for key, behaviour in READERS.items():
+            if behaviour.hash_variant == kind:
+                missed = [paths[index] for index in np.flatnonzero(~found & selectable)]
+                hidden[key] = {
+                    query_path: missed if behaviour.consults_filter[query_path] else []
+                    for query_path in QUERY_PATHS
+                }
     rebuilt["both"] = np.union1d(rebuilt["signed-tail"], rebuilt["unsigned-tail"])
     stored_positions = stored.set_positions()
     exact = {
@@ -166,6 +263,8 @@ def analyze_filter(reader: TsFileReader, error_rate: float = DEFAULT_ERROR_RATE)
         hash_variant=_classify(not rejected["signed-tail"], not rejected["unsigned-tail"]),
         exact_match=exact,
         rejected=rejected,
+        hidden=hidden,
+        model=model,
     )
 
 

@@ -77,25 +77,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     verify = commands.add_parser(
         "verify",
-        help="per file: hash variant, saturation, and series each kind of reader misses",
-        description="Exit status 1 when a file has false negatives for Java (signed-tail) or "
-        "C++ / PyPI tsfile (unsigned-tail) readers, or is corrupt.",
+        help="per file: hash variant, saturation, and, per reader and query path, the series "
+        "the filter hides",
+        description="For Java (signed-tail) and C++ / PyPI tsfile (unsigned-tail) readers, and "
+        "for tree-model series queries (which drop a series whose filter check fails) and "
+        "table-model queries (which do not consult the filter), lists the series the filter "
+        "hides. Exit status 1 when some reader's query path hides a series, or a file is "
+        "corrupt.",
     )
     verify.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(verify, json_flag=True, charset=True, error_rate=True)
     verify.add_argument(
         "--limit", type=_positive_int, default=10,
-        help="series listed per reader kind in text output (default 10)",
+        help="series listed per reader and query path in text output (default 10)",
     )  # fmt: skip
     verify.set_defaults(func=_user_errors(_verify))
 
     repair = commands.add_parser(
         "repair",
         help="rewrite only the Bloom filter, atomically, from the file's own series",
-        description="Exit status 0, or 2 when the file cannot be read or is corrupt (it is then "
+        description="A symbolic link is written through: the file it finally points to is "
+        "repaired in place (the new file is made in that file's directory) and the link stays "
+        "a link. Exit status 0, or 2 when the file cannot be read or is corrupt (it is then "
         "left untouched).",
     )
-    repair.add_argument("file", help="a .tsfile (rewritten in place)")
+    repair.add_argument(
+        "file", help="a .tsfile (rewritten in place; through a symbolic link, its target)"
+    )
     repair.add_argument(
         "--variant", choices=_VARIANTS, default="both",
         help="both: Java and C++ readers find every series (default); signed-tail: the spec; "
@@ -288,7 +296,7 @@ def _find(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from bloomskip.errors import FormatError
-    from bloomskip.tsfile.analysis import READER_NAMES, analyze_filter
+    from bloomskip.tsfile.analysis import analyze_filter
     from bloomskip.tsfile.reader import TsFileReader
 
     files = _expand(args.locations)
@@ -307,27 +315,43 @@ def _verify(args: argparse.Namespace) -> int:
         failed |= analysis.false_negatives
         reports.append(analysis.to_dict())
         if not args.json:
-            _print_verify_text(analysis, READER_NAMES, args.limit)
+            _print_verify_text(analysis, args.limit)
     if args.json:
         _print_json(reports)
     return 1 if failed else 0
 
 
-def _print_verify_text(analysis: Any, reader_names: dict[str, str], limit: int) -> None:
+def _print_verify_text(analysis: Any, limit: int) -> None:
     if not analysis.has_filter:
         print(f"{analysis.file}: OK: no Bloom filter ({analysis.series_count} series)")
         return
     status = "FALSE NEGATIVES" if analysis.false_negatives else "OK"
     print(
-        f"{analysis.file}: {status}: variant={analysis.hash_variant} "
+        f"{analysis.file}: {status}: variant={analysis.hash_variant} model={analysis.model} "
         f"series={analysis.series_count} bits={analysis.bit_count} k={analysis.hash_function_count}"
         f" fill={analysis.fill_ratio:.3f} effective_fpr={analysis.effective_fpr:.4f}"
         f" (target {analysis.target_fpr:g}{', SATURATED' if analysis.saturated else ''})"
     )
-    for kind, missed in analysis.rejected.items():
-        if missed:
-            shown = ", ".join(missed[:limit]) + (" …" if len(missed) > limit else "")
-            print(f"  {kind} readers ({reader_names[kind]}) miss {len(missed)} series: {shown}")
+    for reader in analysis.readers().values():
+        facts = []
+        for query_path in _QUERY_PATH_NAMES:
+            fact = reader[query_path]
+            if not fact["filter_consulted"]:
+                facts.append(f"{_QUERY_PATH_NAMES[query_path]}: filter not consulted, none hidden")
+                continue
+            hidden = fact["hidden"]
+            shown = ", ".join(hidden[:limit]) + (" …" if len(hidden) > limit else "")
+            facts.append(
+                f"{_QUERY_PATH_NAMES[query_path]}: "
+                + (f"{len(hidden)} series hidden: {shown}" if hidden else "none hidden")
+            )
+        print(f"  {reader['name']} ({reader['hash_variant']}): " + "; ".join(facts))
+
+
+_QUERY_PATH_NAMES = {
+    "tree_model_series_queries": "tree-model series queries",
+    "table_model_queries": "table-model queries",
+}
 
 
 def _repair(args: argparse.Namespace) -> int:
@@ -339,9 +363,10 @@ def _repair(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_dict())
     else:
+        through = "" if result.target == result.file else f" (-> {result.target})"
         print(
-            f"{result.file}: new {result.variant} filter for {result.series_count} series: "
-            f"{result.bit_count} bits, k={result.hash_function_count}, "
+            f"{result.file}{through}: new {result.variant} filter for {result.series_count} "
+            f"series: {result.bit_count} bits, k={result.hash_function_count}, "
             f"{result.new_filter_bytes} bytes (was {result.old_filter_bytes})"
         )
     return 0

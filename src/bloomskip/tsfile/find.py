@@ -4,7 +4,9 @@ Each file costs one read of its tail (TsFileMetadata, which holds the filter), c
 in C without building Python objects for the tables and schemas before the filter. Only when the
 filter cannot rule the path out is the file opened with :class:`TsFileReader` and the metadata
 index walked -- a few more small reads. A file the scan finds anything wrong with also goes to the
-reader, whose careful parser names the field and offset of the problem.
+reader, whose careful parser names the field and offset of the problem, and so does a table-model
+file, whose filter may hold the series under the other writers' null-tag form (the reader tests
+both forms, see :meth:`TsFileReader.lookup`).
 
 Example:
     >>> for hit in find_series("root.sg.d1.s1", ["data/"]):  # doctest: +SKIP
@@ -25,7 +27,7 @@ from bloomskip.errors import FormatError
 from bloomskip.tsfile.filter import PathProbe
 from bloomskip.tsfile.hash import HashVariant
 from bloomskip.tsfile.paths import DEFAULT_CHARSET
-from bloomskip.tsfile.reader import HEAD_SIZE, OPEN_FLAGS, TsFileReader
+from bloomskip.tsfile.reader import HEAD_SIZE, MAGIC, OPEN_FLAGS, TAIL_SIZE, TsFileReader
 
 TSFILE_SUFFIX = ".tsfile"
 #: Tail bytes read to test the filter: TsFileMetadata of a file with a few hundred series fits.
@@ -153,6 +155,22 @@ def _find_chunk(
     return list(find_series(path, names, variant=variant, charset=charset))
 
 
+def _has_table_schemas(tail: bytes, head: bytes, size: int) -> bool:
+    """Whether TsFileMetadata, in ``tail``, has table schemas (a table-model file).
+
+    Only for a tail whose envelope the tail verdict has checked (magics, version, a metadata size
+    that fits in the tail), so the fields are read without checking them again.
+    """
+    metadata_end = size - TAIL_SIZE
+    metadata_size = int.from_bytes(tail[-TAIL_SIZE : -len(MAGIC)], "big", signed=True)
+    tail_start = size - len(tail)
+    scan = _native.tsfile_scan_metadata(
+        tail, metadata_end - metadata_size - tail_start, metadata_end - tail_start,
+        head[len(MAGIC)], tail_start,
+    )  # fmt: skip
+    return scan[2] > 0
+
+
 def _find_in_file(name: str, probe: PathProbe, variant: HashVariant, charset: str) -> FindResult:
     """Test the filter from the tail (in C); walk the index only if the filter cannot rule out.
 
@@ -177,9 +195,10 @@ def _find_in_file(name: str, probe: PathProbe, variant: HashVariant, charset: st
                 _native.tsfile_tail_verdict(tail, head, size, encoded, probe.signed_tails)
                 for encoded in probe.encodings
             }
-            if verdicts == {0}:
-                # The C scan checked the envelope and every rule of TsFileMetadata up to the
-                # filter, as the reader would, before testing the bits.
+            # The C scan checked the envelope and every rule of TsFileMetadata up to the
+            # filter, as the reader would, before testing the bits. A table-model file may hold
+            # the series under the other writers' null-tag form: the reader tries that too.
+            if verdicts == {0} and not _has_table_schemas(tail, head, size):
                 return FindResult(name, "absent", False, None, bytes_read)
             # The reader takes the descriptor over, and closes it even if it fails.
             fd, owned = -1, fd

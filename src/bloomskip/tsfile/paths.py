@@ -103,6 +103,39 @@ def table_device(table_name: str, tags: Sequence[str | None]) -> DeviceSegments:
     return (table_name.lower(), *tags)
 
 
+def null_tag_forms(device: Sequence[str | None], tag_count: int) -> tuple[DeviceSegments, ...]:
+    """Return the DeviceIDs one table-model device has in files of the different writers.
+
+    The writers disagree on null tags at the end: Java drops trailing null tags (tags
+    ``(bj, null)`` give device ``t1.bj``), the C++ writer (PyPI ``tsfile``) keeps one segment per
+    tag column (``t1.bj.null``). A null tag elsewhere is a null segment for both. So a series
+    written by one writer is looked up under the other's form too.
+
+    Args:
+        device: ``(table, tag, ...)``; ``None`` for a null tag.
+        tag_count: Number of TAG columns of the table's schema.
+
+    Returns:
+        ``device`` itself, then its Java form (trailing nulls dropped) and its C++ form (padded
+        with nulls to ``tag_count`` tags) where those differ; a device with more tags than the
+        schema has no other form.
+
+    Example:
+        >>> null_tag_forms(("t1", "bj", None), 2)
+        (('t1', 'bj', None), ('t1', 'bj'))
+        >>> null_tag_forms(("t1", "bj"), 2)
+        (('t1', 'bj'), ('t1', 'bj', None))
+    """
+    given = tuple(device)
+    if len(given) > tag_count + 1:
+        return (given,)
+    java = given
+    while len(java) > 1 and java[-1] is None:
+        java = java[:-1]
+    native = java + (None,) * (tag_count + 1 - len(java))
+    return tuple(dict.fromkeys((given, java, native)))
+
+
 def device_path(segments: Sequence[str | None]) -> str:
     """Join DeviceID segments with dots, a null segment as ``null``.
 

@@ -43,6 +43,8 @@ from bloomskip.tsfile.paths import (
     NULL_SEGMENT_TEXT,
     DeviceSegments,
     device_path,
+    null_tag_forms,
+    series_path,
     split_tree_device,
 )
 
@@ -754,6 +756,10 @@ class TsFileReader:
     def lookup(self, path: str | PathProbe) -> LookupResult:
         """Look a series path up: the filter first, the index only if the filter passes.
 
+        A table-model path is also looked up in the other writers' null-tag form (see
+        :func:`~bloomskip.tsfile.paths.null_tag_forms`): ``t1.bj.null.s1`` finds the series a
+        Java writer stored as ``t1.bj.s1``, and the reverse.
+
         Args:
             path: The series path text, e.g. ``root.sg.d1.s1`` or ``t1.bj.设备.温度``, or a
                 :class:`PathProbe` of one (to look the same path up in many files).
@@ -765,28 +771,62 @@ class TsFileReader:
             FormatError: The part of the index on the lookup's way is corrupt.
         """
         text = str(path.path) if isinstance(path, PathProbe) else path
-        if self.filter_verdict(path) == "absent":
+        if self._filter_rules_out(path, self._other_forms(text)):
             return LookupResult(text, "absent", False)
         return LookupResult(text, "maybe", self.index_contains_path(text))
 
     def lookup_series(self, device: Sequence[str | None], measurement: str) -> LookupResult:
-        """Look up a series given as DeviceID segments and a measurement."""
-        path = f"{device_path(device)}.{measurement}"
-        if self.filter_verdict(path) == "absent":
+        """Look up a series given as DeviceID segments and a measurement (in either null-tag
+        form, as :meth:`lookup`)."""
+        path = series_path(device, measurement)
+        devices = self._device_forms(tuple(device))
+        others = [series_path(form, measurement) for form in devices[1:]]
+        if self._filter_rules_out(path, others):
             return LookupResult(path, "absent", False)
-        return LookupResult(path, "maybe", self.index_contains(tuple(device), measurement))
+        found = any(self.index_contains(form, measurement) for form in devices)
+        return LookupResult(path, "maybe", found)
+
+    def _filter_rules_out(self, path: str | PathProbe, others: list[str] | None) -> bool:
+        """True when the filter rules out ``path`` and each of its other forms (None: unknown)."""
+        if others is None or self.filter_verdict(path) == "maybe":
+            return False
+        return all(self.filter_verdict(other) == "absent" for other in others)
+
+    def _device_forms(self, device: DeviceSegments) -> tuple[DeviceSegments, ...]:
+        schema = self.metadata.table_schemas.get(device[0]) if device and device[0] else None
+        return null_tag_forms(device, schema.tag_count) if schema else (device,)
+
+    def _other_forms(self, path: str) -> list[str] | None:
+        """The other null-tag forms of a table-model path text (None: too many to list)."""
+        if not self.metadata.table_schemas:
+            return []
+        try:
+            forms = {series_path(device, name) for device, name in self._interpretations(path)}
+        except _TooManyInterpretations:
+            return None
+        forms.discard(path)
+        return sorted(forms)
 
     def index_contains_path(self, path: str) -> bool:
         """Tell whether the index holds a series whose path text is ``path`` (no filter).
 
         A path text can split into a device and a measurement in several ways (dots inside tags,
-        ``null`` for a null tag); each interpretation allowed by the file's tables is looked up.
+        ``null`` for a null tag); each interpretation allowed by the file's tables is looked up,
+        a table-model device in both writers' null-tag forms.
         """
         try:
             candidates = list(self._interpretations(path))
         except _TooManyInterpretations:
-            return path in set(self.series_paths())
+            return path in self._all_path_forms()
         return any(self.index_contains(device, measurement) for device, measurement in candidates)
+
+    def _all_path_forms(self) -> set[str]:
+        """Every series' path text in each of its null-tag forms."""
+        return {
+            series_path(form, series.measurement)
+            for series in self.series()
+            for form in self._device_forms(series.device)
+        }
 
     def index_contains(self, device: DeviceSegments, measurement: str) -> bool:
         """Walk the metadata index for one series (no filter).
@@ -832,6 +872,8 @@ class TsFileReader:
         return False
 
     def _interpretations(self, path: str) -> Iterator[tuple[DeviceSegments, str]]:
+        """(device, measurement) pairs ``path`` can name in this file; a table-model device in
+        each of its null-tag forms (so not all of them join back to ``path``)."""
         count = 0
         for table in self.metadata.table_roots:  # names only: roots are parsed when walked
             if table == "":
@@ -840,7 +882,11 @@ class TsFileReader:
                 continue
             elif table in self.metadata.table_schemas:
                 tags = self.metadata.table_schemas[table].tag_count
-                candidates = _table_splits(table, path[len(table) + 1 :], tags)
+                candidates = (
+                    (form, measurement)
+                    for device, measurement in _table_splits(table, path[len(table) + 1 :], tags)
+                    for form in null_tag_forms(device, tags)
+                )
             else:
                 candidates = _tree_splits(path, table, split_tree_device)
             for candidate in candidates:

@@ -7,7 +7,8 @@ size. Everything before TsFileMetadata -- chunks and the metadata index nodes, w
 roots point into -- is copied unchanged, so every offset stays valid.
 
 The new file is written next to the old one, checked by reading it back, and moved over the old
-one with ``os.replace``: a crash at any point leaves the original intact.
+one with ``os.replace``: a crash at any point leaves the original intact. A symbolic link is
+written through: the file it points to is repaired and the link stays a link.
 
 Example:
     >>> result = repair_filter("cjk.tsfile")  # doctest: +SKIP
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bloomskip._atomic import atomic_writer
+from bloomskip._atomic import atomic_writer, final_target
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
 from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter, reader_batch
 from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
@@ -37,9 +38,11 @@ _COPY_CHUNK = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class RepairResult:
-    """What a repair wrote."""
+    """What a repair wrote (``target``: the file rewritten, ``file`` itself or what its symbolic
+    links point to)."""
 
     file: str
+    target: str
     variant: HashVariant
     series_count: int
     bit_count: int
@@ -65,7 +68,7 @@ def repair_filter(
     """Replace a file's Bloom filter by one rebuilt from its series, sized by the writer formula.
 
     Args:
-        file: The .tsfile to repair in place.
+        file: The .tsfile to repair in place (through a symbolic link: the file it points to).
         variant: ``both`` (every path sets the bits of both tails, so Java and C++ readers both
             find every series), ``signed-tail`` (the spec, Java) or ``unsigned-tail`` (C++).
         error_rate: Target false-positive rate for the sizing (clamped to 0.01 .. 0.1).
@@ -116,6 +119,7 @@ def repair_filter(
             output.write(tail)
     return RepairResult(
         file=path,
+        target=os.fspath(final_target(path)),
         variant=variant,
         series_count=len(paths),
         bit_count=new_filter.bit_count,
