@@ -230,13 +230,22 @@ def test_sigkill_during_build_leaves_old_index_or_none(tmp_path: Path) -> None:
     assert killed_while_writing  # at least one kill landed while the new sidecar was written
 
 
-def test_file_without_the_index_column_is_a_user_error(tmp_path: Path) -> None:
+def test_file_without_the_index_column_is_indexed_as_nulls(tmp_path: Path) -> None:
+    # Before: "part-5.parquet: cannot index it" -- the schema came from the first file only.
     directory = tmp_path / "mixed"
     write_dataset(directory, [(200, 50)])
     pq.write_table(make_table(100, 3, 500).drop_columns(["s"]), directory / "part-5.parquet")
-    with pytest.raises(BloomskipError, match="part-5.parquet: cannot index it"):
-        Dataset(directory).build_index(INDEXES, progress=False)
-    assert not (directory / "_bloomskip.index").exists()
+    dataset = Dataset(directory)
+    dataset.build_index(INDEXES, progress=False)
+    result = dataset.explain("hasToken(s, 'timeout')")
+    assert not result.keep[1].any()  # no s in part-5: NULL, never a token
+    expected = duckdb.sql(
+        f"SELECT id FROM read_parquet('{directory}/*.parquet', union_by_name = true) "
+        "WHERE regexp_matches(s, '(^|[\\x00-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7f])"
+        "timeout($|[\\x00-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7f])')"
+    ).fetchall()
+    assert sorted(row[0] for row in expected) == _ids(dataset, "hasToken(s, 'timeout')")
+    assert len(expected) > 0
 
 
 def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
@@ -295,3 +304,16 @@ def test_v1_sidecar_is_used_and_upgraded_by_build(fresh: Path) -> None:
     assert Dataset(fresh).build_index(None, progress=False).rebuilt == []  # nothing re-indexed
     assert struct.unpack_from("<H", sidecar_path.read_bytes(), 8) == (2,)  # but rewritten as v2
     assert read_sidecar(sidecar_path) == current
+
+
+def test_an_index_no_predicate_can_use_is_warned_about() -> None:
+    import pyarrow as pa
+
+    from bloomskip.dataset.build import never_used_warnings, prepare_index
+
+    schema = pa.schema([("ip", pa.binary(16)), ("k", pa.int64())])
+    useless = prepare_index("ip TYPE tokenbf_v1(512, 2, 0)", schema, {"ip": "IPv6"})
+    (warning,) = never_used_warnings(useless)
+    assert warning.startswith("index 'INDEX") and "can never be used" in warning
+    assert "\n" not in warning
+    assert never_used_warnings(prepare_index("k TYPE bloom_filter", schema)) == []

@@ -16,6 +16,7 @@ import pytest
 from bloomskip.dataset.translate import (
     UnsupportedPredicateError,
     clickhouse_to_duckdb,
+    column_kinds,
     referenced_columns,
 )
 
@@ -150,11 +151,91 @@ def test_has_token_rejects_separators_like_clickhouse(chdb_session: Session) -> 
 
 @pytest.mark.parametrize(
     "predicate",
-    ["lower(s) = 'x'", "length(s) = 3", "hasToken(s, t)", "has(tags, NULL)", "match(s, 'a')"],
+    ["hasToken(s, t)", "s LIKE s", "match(s, s)", "lowerUTF8(s) = 'x'", "CAST(n AS String) = '1'"],
 )
 def test_constructs_without_exact_mapping_are_refused(predicate: str) -> None:
     with pytest.raises(UnsupportedPredicateError):
         clickhouse_to_duckdb(predicate)
+
+
+@pytest.mark.parametrize("predicate", ["length(s) = 3", "empty(s)"])
+def test_type_dependent_functions_need_the_column_types(predicate: str) -> None:
+    with pytest.raises(UnsupportedPredicateError, match="must be a String or Array"):
+        clickhouse_to_duckdb(predicate)
+    kinds = column_kinds(pa.schema([("s", pa.string())]))
+    assert "STRLEN" in clickhouse_to_duckdb(predicate, kinds)
+
+
+KINDS = column_kinds(
+    pa.schema(
+        [
+            ("s", pa.string()),
+            ("n", pa.int64()),
+            ("f", pa.float32()),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "duckdb_pattern"),
+    [
+        # ClickHouse: \%, \_ and \\ escape; a backslash before anything else is a backslash.
+        ("%\\\\Users\\\\bob%", "%\\\\Users\\\\bob%"),
+        ("%\\Users%", "%\\\\Users%"),
+        ("%back\\slash%", "%back\\\\slash%"),
+        ("a\\%b", "a\\%b"),
+        ("a\\_b", "a\\_b"),
+        ("x\\\\\\\\", "x\\\\"),
+    ],
+)
+def test_like_escapes_are_read_as_clickhouse_reads_them(pattern: str, duckdb_pattern: str) -> None:
+    assert clickhouse_to_duckdb(f"s LIKE '{pattern}'", KINDS) == (
+        f"\"s\" LIKE '{duckdb_pattern}' ESCAPE '\\'"
+    )
+
+
+def test_like_pattern_ending_in_a_backslash_is_refused_as_clickhouse_does(
+    chdb_session: Session,
+) -> None:
+    with pytest.raises(RuntimeError, match="Invalid escape sequence at the end of LIKE pattern"):
+        chdb_session.query("SELECT 'x' LIKE 'x\\\\'", "CSV")
+    with pytest.raises(UnsupportedPredicateError, match="Invalid escape sequence at the end"):
+        clickhouse_to_duckdb("s LIKE 'x\\\\'", KINDS)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "message"),
+    [
+        ("S = 'x'", "Unknown expression or function identifier `S`. Maybe you meant: \\['s'\\]"),
+        ("s = 42", "There is no supertype for types String, UInt8"),
+        ("-1 = s", "There is no supertype for types Int8, String"),
+        (
+            "multiSearchAny(s, [" + ", ".join(["'a'"] * 256) + "])",
+            "passed 256, should be at most 255",
+        ),
+        ("system('ls')", "not an expression"),
+        ("in(n, (1, 2))", "write x IN"),
+        ("s", "Invalid type for filter"),
+        ("n = 'abc'", "Cannot convert string 'abc' to type Int64"),
+    ],
+)
+def test_what_clickhouse_refuses_is_refused_in_its_words(predicate: str, message: str) -> None:
+    with pytest.raises(UnsupportedPredicateError, match=message):
+        clickhouse_to_duckdb(predicate, KINDS)
+
+
+def test_nan_and_inf_are_numbers_not_columns() -> None:
+    assert referenced_columns("f = nan OR f > -inf OR f = NaN OR f < Inf") == ["f"]
+    assert "CAST('nan' AS DOUBLE)" in clickhouse_to_duckdb("f = nan", KINDS)
+
+
+def test_command_text_prints_no_sqlglot_warning(capfd) -> None:
+    with pytest.raises(UnsupportedPredicateError):
+        clickhouse_to_duckdb("system('ls')", KINDS)
+    captured = capfd.readouterr()
+    assert "Falling back" not in captured.err + captured.out
 
 
 def test_parse_error_is_a_user_error() -> None:

@@ -33,11 +33,14 @@ class PreparedIndex:
         spec: What the sidecar stores for it.
         definition: The parsed ``IndexDefinition``.
         columns: The source column each index expression reads.
+        arrow_types: The dataset's Arrow type of each of ``columns``: a file without one of
+            them is indexed as if it held NULLs of that type (as the dataset's scan reads it).
     """
 
     spec: IndexSpec
     definition: object
     columns: tuple[str, ...]
+    arrow_types: tuple = ()
 
 
 def parse_granule(text: str | int) -> str | int:
@@ -67,7 +70,9 @@ def parse_granule(text: str | int) -> str | int:
     return rows
 
 
-def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIndex:
+def prepare_index(
+    definition_text: str, schema, column_types=None, conflicts: dict | None = None
+) -> PreparedIndex:
     """Parse an index definition and bind it to the dataset's columns.
 
     Args:
@@ -76,6 +81,8 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
         schema: The dataset's ``pyarrow.Schema``.
         column_types: ``{column: ClickHouse type}`` to hash the columns as; inferred from the
             Arrow types when omitted.
+        conflicts: Columns whose type differs between files, with the files named
+            (``Dataset.schema_conflicts``): an index over one of them is refused.
 
     Returns:
         A :class:`PreparedIndex`.
@@ -116,6 +123,12 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
                 f"(or a supported function of one); columns: {', '.join(schema.names)}"
             )
     columns = definition.source_columns
+    for name in columns:
+        if conflicts and name in conflicts:
+            raise BloomskipError(
+                f"index {definition_text!r}: column {name!r} has different types in different "
+                f"files ({conflicts[name]}); an index hashes one type"
+            )
     if column_types is None:
         column_types = {}
         for name in columns:
@@ -127,10 +140,43 @@ def prepare_index(definition_text: str, schema, column_types=None) -> PreparedIn
     # Fails early, with the column named, on a type the index cannot take.
     definition.index_column_types(dict(types))
     spec = IndexSpec(definition.to_sql(), types)
-    return PreparedIndex(spec, definition, tuple(columns))
+    arrow_types = tuple(schema.field(name).type for name in columns)
+    return PreparedIndex(spec, definition, tuple(columns), arrow_types)
 
 
-def iter_granules(source: SourceFile, columns: Sequence[str], granule: str | int) -> Iterator:
+def never_used_warnings(prepared: PreparedIndex) -> list[str]:
+    """One line per index column no predicate can ever use the index for.
+
+    Args:
+        prepared: The index.
+
+    Returns:
+        Warnings naming the index and the reason ClickHouse gives for it (empty when some
+        predicate can use it).
+
+    Example:
+        >>> never_used_warnings(prepare_index("id TYPE bloom_filter", schema))  # doctest: +SKIP
+        []
+    """
+    from bloomskip.clickhouse.condition import index_never_used_reason
+
+    types = prepared.definition.index_column_types(dict(prepared.spec.column_types))
+    warnings = []
+    for ch_type in dict.fromkeys(types):
+        reason = index_never_used_reason(prepared.definition.type, ch_type)
+        if reason is not None:
+            warnings.append(
+                f"index {prepared.spec.definition!r} can never be used by a query: {reason}"
+            )
+    return warnings
+
+
+def iter_granules(
+    source: SourceFile,
+    columns: Sequence[str],
+    granule: str | int,
+    missing_types: dict | None = None,
+) -> Iterator:
     """Yield a ``pyarrow.Table`` of ``columns`` for each granule of a file, in order.
 
     Only one row group (or record batch) plus, with fixed-row granules, less than one granule of
@@ -140,6 +186,9 @@ def iter_granules(source: SourceFile, columns: Sequence[str], granule: str | int
         source: The file.
         columns: Columns to read.
         granule: ``"row-group"`` or rows per granule.
+        missing_types: Arrow type of each column a file may lack: such a column is read as
+            NULLs (as DuckDB's ``union_by_name`` scan reads it). A lacking column not listed
+            here is an error.
 
     Yields:
         One table per granule (a row group, a record batch, or ``granule`` rows; the last one of
@@ -151,7 +200,7 @@ def iter_granules(source: SourceFile, columns: Sequence[str], granule: str | int
     """
     import pyarrow as pa
 
-    units = _iter_units(source, list(columns))
+    units = _iter_units(source, list(columns), missing_types)
     if granule == ROW_GROUP:
         yield from units
         return
@@ -167,15 +216,26 @@ def iter_granules(source: SourceFile, columns: Sequence[str], granule: str | int
         yield carry
 
 
-def _iter_units(source: SourceFile, columns: list[str]) -> Iterator:
+def _iter_units(source: SourceFile, columns: list[str], missing_types: dict | None) -> Iterator:
     import pyarrow as pa
 
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(source.path)
+        present = set(parquet.schema_arrow.names)
+        absent = [name for name in columns if name not in present]
+        if absent and not all(name in (missing_types or {}) for name in absent):
+            raise BloomskipError(f"{source.path}: no column {', '.join(map(repr, absent))}")
+        read = [name for name in columns if name in present]
         for group in range(parquet.num_row_groups):
-            yield parquet.read_row_group(group, columns=columns)
+            table = parquet.read_row_group(group, columns=read)
+            for name in absent:
+                table = table.append_column(
+                    pa.field(name, missing_types[name]),
+                    pa.nulls(table.num_rows, missing_types[name]),
+                )
+            yield table.select(columns)
         return
     with pa.memory_map(str(source.path)) as handle:
         reader = pa.ipc.open_file(handle)
@@ -264,7 +324,12 @@ def build_file(
             store.append(payload)
         on_rows(rows)
 
-    for table in iter_granules(source, columns, granule):
+    types = {
+        name: arrow_type
+        for prepared in indexes
+        for name, arrow_type in zip(prepared.columns, prepared.arrow_types, strict=False)
+    }
+    for table in iter_granules(source, columns, granule, types):
         granule_rows.append(table.num_rows)
         if table.num_rows == 0:
             continue

@@ -55,8 +55,9 @@ def register(subparsers) -> None:
         "query",
         help="query a dataset, reading only the row groups its index cannot rule out",
         description="Filter a dataset with a ClickHouse WHERE expression (hasToken, startsWith, "
-        "endsWith, multiSearchAny, has, hasAny, hasAll, LIKE, IN, =, AND/OR/NOT). The index "
-        "prunes row groups; DuckDB evaluates the exact predicate on the rest.",
+        "endsWith, multiSearchAny, has, hasAny, hasAll, LIKE, ILIKE, match, IN, =, AND/OR/NOT, "
+        "...). The rows are those ClickHouse returns for it over the same files; the index only "
+        "prunes row groups (docs/queries.md).",
     )
     query.add_argument("dataset", metavar="DATASET")
     query.add_argument("--where", required=True, metavar="PRED")
@@ -99,6 +100,8 @@ def _build(args: argparse.Namespace) -> int:
 
     dataset = Dataset(args.dataset, sidecar=args.sidecar)
     report = dataset.build_index(args.index or None, granule=args.granule, progress=args.progress)
+    for warning in report.warnings:
+        print(f"bloomskip: warning: {warning}", file=sys.stderr)
     print(
         f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
         f"{report.index_bytes:,} bytes"
@@ -108,7 +111,6 @@ def _build(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from bloomskip.dataset.dataset import Dataset
-    from bloomskip.dataset.query import run_query
     from bloomskip.dataset.report import explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
     from bloomskip.errors import BloomskipError
@@ -134,9 +136,7 @@ def _query(args: argparse.Namespace) -> int:
         return 0
     for warning in result.warnings:
         print(f"bloomskip: warning: {warning}", file=sys.stderr)
-    table = run_query(
-        result, dataset.schema, args.where, args.select, args.limit, dataset.duckdb_connection()
-    )
+    table = dataset.run(result, args.where, args.select, args.limit)
     write_output(table, args.format, args.output)
     return 0
 

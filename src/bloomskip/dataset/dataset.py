@@ -6,6 +6,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,20 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
     return path.parent / f"_{path.name}.bloomskip"
 
 
+def _index_type_key(arrow_type) -> str:
+    """How an index sees a column's type: its ClickHouse type without LowCardinality."""
+    from bloomskip.clickhouse.types import clickhouse_type_for
+    from bloomskip.errors import BloomskipError
+
+    try:
+        text = clickhouse_type_for(arrow_type)
+    except BloomskipError:
+        return str(arrow_type)
+    if text.startswith("LowCardinality(") and text.endswith(")"):
+        text = text[len("LowCardinality(") : -1]
+    return text
+
+
 def _new_connection():
     """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
     import duckdb
@@ -70,12 +85,15 @@ class BuildReport:
         files: Files in the dataset.
         rebuilt: Relative paths of the files (re)indexed; the others were reused.
         index_bytes: Size of the sidecar in bytes.
+        warnings: One line per index no predicate can ever use (e.g. a text index over a
+            type ClickHouse never evaluates it for).
     """
 
     sidecar: Path
     files: int
     rebuilt: list[str]
     index_bytes: int
+    warnings: list[str] = dataclass_field(default_factory=list)
 
 
 class Dataset:
@@ -116,6 +134,7 @@ class Dataset:
         self._empty_results: dict = {}
         self._layouts: dict = {}
         self._schema = None
+        self._file_schemas: list | None = None
 
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
@@ -135,34 +154,117 @@ class Dataset:
             # A connection opened ahead (see query) is new: it has cached no footer yet.
             self._duckdb = pending.result() if pending is not None else _new_connection()
             self._empty_results.clear()
+            # A file that changed may have changed its columns too.
+            self._schema = self._file_schemas = None
             self._duckdb_sources = sources
         return self._duckdb
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset's Arrow schema (that of its first file, read once).
+        """The dataset's Arrow schema: every file's columns by name, in order of first
+        appearance, each with its type in the first file that has it (read once).
+
+        Files may differ (a later file adds a column, another stores it with another type):
+        queries then see the one schema DuckDB's ``union_by_name`` scan gives the whole
+        dataset (:meth:`scan_schema`), and an index over a column whose type differs between
+        files is refused (:meth:`schema_conflicts`).
 
         Raises:
-            FormatError: The first file's footer cannot be read.
+            FormatError: A file's footer cannot be read.
+        """
+        import pyarrow as pa
+
+        if self._schema is None:
+            fields: dict[str, pa.Field] = {}
+            for schema in self.file_schemas():
+                for field in schema:
+                    fields.setdefault(field.name, field)
+            self._schema = pa.schema(list(fields.values()))
+        return self._schema
+
+    def file_schemas(self) -> list[pa.Schema]:
+        """The Arrow schema of each file, in dataset order (footers read once).
+
+        Raises:
+            FormatError: A file's footer cannot be read.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         from bloomskip.errors import FormatError
 
-        if self._schema is None:
-            first = self.files[0]
-            try:
-                if first.format == "parquet":
-                    self._schema = pq.read_schema(first.path)
-                else:
-                    with pa.memory_map(str(first.path)) as handle:
-                        self._schema = pa.ipc.open_file(handle).schema
-            except (pa.ArrowException, OSError) as exc:
-                raise FormatError(
-                    f"cannot read the schema: {exc}", field="footer", source=str(first.path)
-                ) from exc
-        return self._schema
+        if self._file_schemas is None:
+            schemas = []
+            for source in self.files:
+                try:
+                    if source.format == "parquet":
+                        schemas.append(pq.read_schema(source.path))
+                    else:
+                        with pa.memory_map(str(source.path)) as handle:
+                            schemas.append(pa.ipc.open_file(handle).schema)
+                except (pa.ArrowException, OSError) as exc:
+                    raise FormatError(
+                        f"cannot read the schema: {exc}", field="footer", source=str(source.path)
+                    ) from exc
+            self._file_schemas = schemas
+        return self._file_schemas
+
+    def uniform(self) -> bool:
+        """Whether every file has the same Arrow schema (names, order and types)."""
+        schemas = self.file_schemas()
+        return all(schema.equals(schemas[0]) for schema in schemas[1:])
+
+    def schema_conflicts(self) -> dict[str, str]:
+        """Columns whose type differs between files, each with a description naming them.
+
+        Types are compared as an index hashes them (their ClickHouse types, LowCardinality
+        aside): a dictionary-encoded and a plain string column agree.
+
+        Returns:
+            ``{column: "a.parquet: int64, b.parquet: string"}``; empty when the files agree.
+        """
+        from bloomskip.dataset.build import relative_to
+
+        seen: dict[str, dict[str, str]] = {}
+        for source, schema in zip(self.files, self.file_schemas(), strict=True):
+            for field in schema:
+                seen.setdefault(field.name, {}).setdefault(
+                    _index_type_key(field.type),
+                    f"{relative_to(source.path, self.root)}: {field.type}",
+                )
+        return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}
+
+    def scan_schema(self) -> pa.Schema:
+        """The schema of the rows a query returns: DuckDB's scan of the whole dataset
+        (``union_by_name``: columns by name, types widened where files differ), whichever
+        row groups the index keeps.
+
+        Raises:
+            BloomskipError: DuckDB cannot read the files together.
+        """
+        return self._scan_schema(self.duckdb_connection())
+
+    def _scan_schema(self, connection) -> pa.Schema:
+        import duckdb
+
+        from bloomskip.dataset.query import full_scan_source
+        from bloomskip.errors import BloomskipError
+
+        key = ("scan schema",)
+        if key not in self._empty_results:
+            if all(source.format == "parquet" for source in self.files):
+                try:
+                    self._empty_results[key] = (
+                        connection.cursor()
+                        .sql(f"SELECT * FROM {full_scan_source(self.files)} LIMIT 0")
+                        .to_arrow_table()
+                        .schema
+                    )
+                except duckdb.Error as exc:
+                    raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
+            else:
+                self._empty_results[key] = self.schema
+        return self._empty_results[key]
 
     def load_sidecar(self) -> Sidecar | None:
         """Return the sidecar, or None when there is none.
@@ -216,7 +318,12 @@ class Dataset:
             >>> Dataset("logs/").build_index(["msg TYPE tokenbf_v1(8192, 3, 0)"]).rebuilt
             ['part-0.parquet', 'part-1.parquet']
         """
-        from bloomskip.dataset.build import build_sidecar, parse_granule, prepare_index
+        from bloomskip.dataset.build import (
+            build_sidecar,
+            never_used_warnings,
+            parse_granule,
+            prepare_index,
+        )
         from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
@@ -225,16 +332,17 @@ class Dataset:
         except FormatError:
             previous = None  # a corrupt sidecar is simply rebuilt
         schema = self.schema
+        conflicts = self.schema_conflicts()
         if indexes is None or len(indexes) == 0:
             if previous is None:
                 raise BloomskipError("no --index given and no existing index to refresh")
             prepared = [
-                prepare_index(spec.definition, schema, dict(spec.column_types))
+                prepare_index(spec.definition, schema, dict(spec.column_types), conflicts)
                 for spec in previous.indexes
             ]
             granule = previous.granule
         else:
-            prepared = [prepare_index(text, schema) for text in indexes]
+            prepared = [prepare_index(text, schema, None, conflicts) for text in indexes]
             granule = parse_granule(granule)
         sidecar, rebuilt = build_sidecar(
             self.files, self.root, prepared, granule, previous, progress
@@ -250,7 +358,11 @@ class Dataset:
             except OSError as exc:
                 raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
         return BuildReport(
-            self.sidecar_path, len(self.files), rebuilt, self.sidecar_path.stat().st_size
+            self.sidecar_path,
+            len(self.files),
+            rebuilt,
+            self.sidecar_path.stat().st_size,
+            [warning for item in prepared for warning in never_used_warnings(item)],
         )
 
     def prune(self, where: str) -> list[tuple[Path, int]]:
@@ -337,7 +449,8 @@ class Dataset:
             limit: At most this many rows.
 
         Returns:
-            A ``pyarrow.Table`` holding exactly the rows DuckDB returns over the whole dataset.
+            A ``pyarrow.Table`` holding exactly the rows ClickHouse returns for ``where`` over
+            the same files (docs/queries.md), with the columns of :meth:`scan_schema`.
 
         Raises:
             UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
@@ -346,8 +459,6 @@ class Dataset:
             >>> Dataset("logs/").query("user_id = 42", ["message"]).num_rows  # doctest: +SKIP
             12
         """
-        from bloomskip.dataset.query import run_query
-
         names = list(columns) if columns is not None and not isinstance(columns, str) else columns
         if self._duckdb is None and self._pending_connection is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -357,5 +468,44 @@ class Dataset:
             self._pending_connection = opener.submit(_new_connection)
             opener.shutdown(wait=False)
         result = self.explain(where)
+        return self.run(result, where, names, limit)
+
+    def run(
+        self,
+        result: PruneResult,
+        where: str,
+        columns: Sequence[str] | str | None = None,
+        limit: int | None = None,
+    ) -> pa.Table:
+        """Evaluate ``where`` exactly over the row groups a pruning result keeps.
+
+        Args:
+            result: From :meth:`explain` with the same ``where``.
+            where: ClickHouse WHERE expression.
+            columns: Column names, or ClickHouse expressions as one comma-separated string.
+            limit: At most this many rows.
+
+        Returns:
+            A ``pyarrow.Table`` with the columns and types of :meth:`scan_schema`.
+
+        Raises:
+            UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
+
+        Example:
+            >>> ds.run(ds.explain("user_id = 42"), "user_id = 42").num_rows  # doctest: +SKIP
+            12
+        """
+        from bloomskip.dataset.query import run_query
+
         connection = self.duckdb_connection()
-        return run_query(result, self.schema, where, names, limit, connection, self._empty_results)
+        return run_query(
+            result,
+            self.schema,
+            where,
+            columns,
+            limit,
+            connection,
+            self._empty_results,
+            scan_schema=self._scan_schema(connection),
+            uniform=self.uniform(),
+        )

@@ -7,8 +7,9 @@ matching rows, and DuckDB then reads only the row groups that hold them. The sur
 groups can also be exposed as a ``pyarrow.dataset`` (Parquet fragments restricted to those row
 groups, or the memory-mapped record batches of an Arrow IPC file): nothing is copied, and
 DuckDB or Polars scan it lazily. In every case DuckDB applies the predicate translated from
-ClickHouse SQL to the rows returned, so they are exactly those a DuckDB scan of the whole
-dataset returns.
+ClickHouse SQL (with ClickHouse's typing, see ``translate``) to the rows returned, so they are
+exactly those a scan of the whole dataset returns (docs/queries.md). Files whose schemas differ
+are read by one ``union_by_name`` reader, so a result's columns never depend on the survivors.
 """
 
 from __future__ import annotations
@@ -131,6 +132,61 @@ def parquet_source(result: PruneResult) -> str:
     if not parts:
         parts.append(_empty_source(result))
     return "(" + " UNION ALL BY NAME ".join(parts) + ")"
+
+
+FILE_COLUMN = "__bloomskip_file"
+
+
+def full_scan_source(files) -> str:
+    """A DuckDB table expression scanning every file of a Parquet dataset as one table.
+
+    Columns are matched by name and types widened where files differ (``union_by_name``): the
+    reference every query's rows and types equal, whichever row groups the index keeps.
+
+    Args:
+        files: The dataset's ``SourceFile`` objects.
+
+    Returns:
+        SQL for the ``FROM`` clause.
+
+    Example:
+        >>> full_scan_source(dataset.files)  # doctest: +SKIP
+        "read_parquet(['/d/a.parquet', '/d/b.parquet'], union_by_name = true)"
+    """
+    listing = ", ".join(_quoted(source.path) for source in files)
+    return f"read_parquet([{listing}], union_by_name = true)"
+
+
+def unified_source(result: PruneResult) -> str:
+    """Like :func:`parquet_source`, for files whose schemas differ: one ``union_by_name``
+    reader over every file, restricted to the surviving row groups by file name and row number,
+    so the columns and their types are those of the whole dataset's scan.
+
+    Args:
+        result: The pruning result (Parquet files only).
+
+    Returns:
+        SQL for the ``FROM`` clause.
+    """
+    listing = ", ".join(_quoted(state.source.path) for state in result.files)
+    whole = []
+    partial = []
+    for state, keep in zip(result.files, result.keep, strict=True):
+        if not keep.any():
+            continue
+        if keep.all():
+            whole.append(_quoted(state.source.path))
+        else:
+            partial.append(
+                f"({FILE_COLUMN} = {_quoted(state.source.path)} AND ({_row_ranges(state, keep)}))"
+            )
+    tests = partial + ([f"{FILE_COLUMN} IN ({', '.join(whole)})"] if whole else [])
+    condition = " OR ".join(tests) if tests else "false"
+    return (
+        f"(SELECT * EXCLUDE ({FILE_COLUMN}, {ROW_NUMBER}) FROM read_parquet([{listing}], "
+        f"union_by_name = true, filename = '{FILE_COLUMN}', {ROW_NUMBER} = true) "
+        f"WHERE {condition})"
+    )
 
 
 def _empty_source(result: PruneResult) -> str:
@@ -323,12 +379,13 @@ def matched_rows_source(result: PruneResult, matches: dict) -> str:
     return "(" + " UNION ALL BY NAME ".join(parts) + ")"
 
 
-def select_list(columns: list[str] | str | None) -> str:
+def select_list(columns: list[str] | str | None, kinds: tuple | None = None) -> str:
     """Return the DuckDB select list for ``columns`` (names, or ClickHouse expression text).
 
     Args:
         columns: None for every column, a list of column names, or a comma-separated list of
             ClickHouse expressions.
+        kinds: The dataset's column kinds (``translate.column_kinds``), to check names against.
 
     Returns:
         DuckDB SQL text.
@@ -354,7 +411,18 @@ def select_list(columns: list[str] | str | None) -> str:
             raise UnsupportedPredicateError(f"cannot parse --select {columns!r}: {exc}") from exc
         if not expressions:
             raise UnsupportedPredicateError(f"--select {columns!r} names no column")
-        return ", ".join(clickhouse_to_duckdb(e.sql("clickhouse")) for e in expressions)
+        return ", ".join(
+            clickhouse_to_duckdb(e.sql("clickhouse"), kinds, predicate=False) for e in expressions
+        )
+    if kinds is not None:
+        known = dict(kinds)
+        for name in columns:
+            if name not in known:
+                from bloomskip.dataset.translate import UnsupportedPredicateError
+
+                raise UnsupportedPredicateError(
+                    f"Unknown expression or function identifier `{name}`"
+                )
     return ", ".join('"' + name.replace('"', '""') + '"' for name in columns)
 
 
@@ -366,6 +434,8 @@ def run_query(
     limit: int | None = None,
     connection=None,
     empty_results: dict | None = None,
+    scan_schema=None,
+    uniform: bool = True,
 ):
     """Read the surviving row groups and return the rows satisfying ``where``.
 
@@ -386,6 +456,10 @@ def run_query(
         empty_results: Reused across calls with the same connection and unchanged files: the
             empty result of each (columns, WHERE), so that a query matching nothing does not
             ask DuckDB for its result type again.
+        scan_schema: The schema of the whole dataset's scan (``Dataset.scan_schema``): the
+            WHERE is typed against it. ``schema`` when None.
+        uniform: Whether every file has the same schema; when not, one ``union_by_name``
+            reader over all files reads the surviving row groups (:func:`unified_source`).
 
     Returns:
         A ``pyarrow.Table``.
@@ -401,21 +475,29 @@ def run_query(
 
     from bloomskip.dataset.translate import (
         clickhouse_to_duckdb,
+        column_kinds,
         integer_lookup,
         referenced_columns,
     )
 
-    condition = clickhouse_to_duckdb(where)
-    projection = select_list(columns)
+    kinds = column_kinds(scan_schema if scan_schema is not None else schema)
+    condition = clickhouse_to_duckdb(where, kinds)
+    projection = select_list(columns, kinds)
     suffix = "" if limit is None else f" LIMIT {int(limit)}"
     # A cursor is cheap and has its own view names; connecting costs ~10 ms per query.
     cursor = (connection or duckdb.connect()).cursor()
     sql = ""
     try:
         empty_key = None
-        if all(s.source.format == "parquet" for s in result.files) and (
-            ROW_NUMBER not in schema.names
-        ):
+        names = set(schema.names)
+        if not uniform and all(s.source.format == "parquet" for s in result.files):
+            if ROW_NUMBER in names or FILE_COLUMN in names:
+                raise BloomskipError(
+                    f"files with different schemas cannot hold a column named {ROW_NUMBER!r} "
+                    f"or {FILE_COLUMN!r}"
+                )
+            source = unified_source(result)
+        elif all(s.source.format == "parquet" for s in result.files) and ROW_NUMBER not in names:
             source = None
             some_skipped = not all(keep.all() for keep in result.keep)
             # With one surviving row group there is no false positive to save: DuckDB's own
@@ -452,6 +534,10 @@ def run_query(
             empty_results[empty_key] = table
         return table
     except duckdb.Error as exc:
-        raise BloomskipError(f"DuckDB rejected the query {sql!r}: {exc}") from exc
+        # DuckDB's message spans lines (a caret under the SQL, which may be megabytes long):
+        # its first line names the problem, the user's own WHERE says where.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        shown = where if len(where) <= 200 else where[:200] + "..."
+        raise BloomskipError(f"DuckDB rejected the query (WHERE {shown!r}): {reason}") from exc
     finally:
         cursor.close()

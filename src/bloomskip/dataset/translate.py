@@ -1,38 +1,52 @@
 """ClickHouse WHERE clauses translated to DuckDB SQL with exactly the same meaning.
 
-The WHERE a user gives ``bloomskip query`` is ClickHouse SQL: the skip indexes understand it
-directly. The exact predicate is then evaluated by DuckDB, so each ClickHouse function is mapped
-to a DuckDB expression that returns the same rows. Only constructs whose mapping is known to be
-exact are accepted; anything else raises :class:`UnsupportedPredicateError` instead of silently
-changing meaning (for instance ClickHouse's ``lower`` is ASCII-only while DuckDB's is Unicode).
+The WHERE a user gives ``bloomskip query`` is ClickHouse SQL, and its rows are those ClickHouse
+returns for it over the same files (docs/queries.md). The skip indexes understand it directly;
+the exact predicate is then evaluated by DuckDB, so each ClickHouse construct is mapped to a
+DuckDB expression that returns the same rows, typed as ClickHouse types the columns of the
+dataset (:func:`column_kinds`). Only constructs whose mapping is known to be exact are accepted;
+anything else raises :class:`UnsupportedPredicateError`, and what ClickHouse itself refuses is
+refused in ClickHouse's words. Each mapping is tested against chdb.
 
-Mappings (each is tested against chdb on sample strings):
+==============================  ======================================================
+ClickHouse                      DuckDB
+==============================  ======================================================
+``hasToken(s, 't')``            ``contains(s, 't') AND regexp_matches(s, SEP 't' SEP)``
+                                where SEP is a string end or an ASCII byte that is not
+                                ``[0-9A-Za-z]``
+``hasTokenCaseInsensitive``     the same over ``s`` and ``t`` with ASCII letters lowered
+``startsWith`` / ``endsWith``   ``starts_with`` / ``ends_with``
+``multiSearchAny(s, [..])``     ``contains(s, n1) OR ...`` (an empty needle is ``s <> ''``);
+                                at most 255 needles, as ClickHouse
+``has(a, x)``                   ``list_contains(coalesce(a, []), x)`` (a NULL list is ``[]``
+                                in ClickHouse); ``has(a, NULL)``: ``a`` holds a NULL
+``hasAny`` / ``hasAll``         ``list_has_any`` / ``list_has_all`` over ``coalesce(a, [])``
+``s LIKE p``                    ``s LIKE p' ESCAPE '\\'`` where ``p'`` re-escapes ``p`` as
+                                ClickHouse reads it: ``\\%``, ``\\_``, ``\\\\`` escape,
+                                a backslash before any other character is a backslash
+``s ILIKE '%x%'``               ``s ILIKE ...`` (ClickHouse's substring search)
+``s ILIKE p`` (other shapes)    ``regexp_full_match(s, RE, 'is')`` (ClickHouse's RE2 path)
+``match(s, re)``                ``regexp_matches(s, re, 's')`` (``.`` matches a newline)
+``lower`` / ``upper``           ``translate`` of ASCII letters only (ClickHouse's are ASCII)
+``length`` / ``empty``          byte length ``strlen``; ``len(coalesce(a, []))`` for arrays
+``position(s, n)``              the byte offset of DuckDB's ``strpos`` match
+``isNaN``, ``toFloat32``,       ``isnan``, ``CAST(x AS FLOAT)``, ``CAST(x AS DOUBLE)``,
+``toFloat64``, ``toDate``       ``CAST('YYYY-MM-DD' AS DATE)`` / the UTC date of a timestamp
+``x IN (...)``                  NULL elements dropped (ClickHouse ignores them); string
+                                elements converted to the column's type
+``=``, ``<``, ... on floats     IEEE: a NaN compares false (DuckDB orders NaN above all);
+                                a Float32 column compares as Float64, as ClickHouse does
+==============================  ======================================================
 
-==========================  ===========================================================
-ClickHouse                  DuckDB
-==========================  ===========================================================
-``hasToken(s, 't')``        ``contains(s, 't') AND regexp_matches(s, SEP 't' SEP)`` where
-                            SEP is a string end or an ASCII byte that is not ``[0-9A-Za-z]``
-``startsWith(s, p)``        ``starts_with(s, p)``
-``endsWith(s, p)``          ``ends_with(s, p)``
-``multiSearchAny(s, [..])`` ``contains(s, n1) OR contains(s, n2) ...`` (an empty needle is
-                            ``s <> ''``: ClickHouse does not find it in an empty string)
-``has(a, x)``               ``list_contains(coalesce(a, []), x)`` (ClickHouse reads a NULL
-                            list as ``[]``)
-``hasAny(a, [..])``         ``list_has_any(coalesce(a, []), [..])``
-``hasAll(a, [..])``         ``list_has_all(coalesce(a, []), [..])``
-``s LIKE p``                ``s LIKE p ESCAPE '\\'`` (ClickHouse escapes with ``\\`` by default)
-``equals``/``notEquals``    ``=`` / ``<>``
-``isNull``/``isNotNull``    ``IS NULL`` / ``IS NOT NULL``
-==========================  ===========================================================
-
-plus ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``, ``IS [NOT] NULL``,
-``AND``, ``OR``, ``NOT`` and literals. Identifiers are quoted in the output because ClickHouse
-names are case-sensitive and DuckDB's unquoted names are not.
+plus ``!=``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``, ``equals``/``notEquals``,
+``isNull``/``isNotNull``, literals (``nan`` and ``inf`` included). Identifiers are quoted in
+the output and checked against the dataset's columns case-sensitively, as ClickHouse does.
+The tree is rewritten iteratively: 100,000-term AND/OR chains translate like short ones.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from bloomskip.errors import BloomskipError
@@ -45,9 +59,75 @@ TRANSLATION_CACHE_SIZE = 512
 # (any non-ASCII UTF-8 character) belong to tokens.
 TOKEN_SEPARATOR_CLASS = r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]"
 
+# ClickHouse refuses more needles than this in multiSearchAny.
+MAX_NEEDLES = 255
+
+ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+ASCII_LOWER = ASCII_UPPER.lower()
+
+# ClickHouse's basic date_time_input_format: what it converts a string constant from.
+_DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATETIME_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,9})?)?")
+
+# Column kinds: how ClickHouse types a column read from Parquet / Arrow, for comparisons.
+NUMERIC_KINDS = frozenset({"int", "uint", "float32", "float64", "bool"})
+FLOAT_KINDS = frozenset({"float32", "float64"})
+STRING_KINDS = frozenset({"string", "binary"})
+
 
 class UnsupportedPredicateError(BloomskipError, ValueError):
     """A WHERE clause that cannot be translated exactly (or is not valid ClickHouse SQL)."""
+
+
+def column_kinds(schema) -> tuple[tuple[str, str], ...]:
+    """Return each column's kind as the translation types it: ``(name, kind)`` pairs.
+
+    Args:
+        schema: The dataset's ``pyarrow.Schema`` as DuckDB scans it (one unified schema).
+
+    Returns:
+        Pairs in schema order; kinds are ``int``, ``uint``, ``float32``, ``float64``, ``bool``,
+        ``string``, ``binary``, ``list``, ``timestamp``, ``timestamptz``, ``date``, ``other``.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> column_kinds(pa.schema([("id", pa.int64()), ("f", pa.float32())]))
+        (('id', 'int'), ('f', 'float32'))
+    """
+    return tuple((field.name, _kind_of(field.type)) for field in schema)
+
+
+def _kind_of(arrow_type) -> str:
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(arrow_type):
+        return _kind_of(arrow_type.value_type)
+    if t.is_boolean(arrow_type):
+        return "bool"
+    if t.is_signed_integer(arrow_type):
+        return "int"
+    if t.is_unsigned_integer(arrow_type):
+        return "uint"
+    if t.is_float32(arrow_type) or t.is_float16(arrow_type):
+        return "float32"
+    if t.is_float64(arrow_type):
+        return "float64"
+    if t.is_string(arrow_type) or t.is_large_string(arrow_type) or t.is_string_view(arrow_type):
+        return "string"
+    if (
+        t.is_binary(arrow_type)
+        or t.is_large_binary(arrow_type)
+        or t.is_fixed_size_binary(arrow_type)
+    ):
+        return "binary"
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+        return "list"
+    if t.is_timestamp(arrow_type):
+        return "timestamptz" if arrow_type.tz is not None else "timestamp"
+    if t.is_date(arrow_type):
+        return "date"
+    return "other"
 
 
 def parse_where(where: str):
@@ -60,18 +140,38 @@ def parse_where(where: str):
         The sqlglot expression.
 
     Raises:
-        UnsupportedPredicateError: The text is not a single ClickHouse expression.
+        UnsupportedPredicateError: The text is not a single ClickHouse expression (or nests
+            too deeply, see :data:`bloomskip._sql.MAX_NESTING`).
 
     Example:
         >>> parse_where("hasToken(msg, 'error')").sql("clickhouse")
         "hasToken(msg, 'error')"
     """
+    from sqlglot import exp
+
     from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
     try:
-        return parse_clickhouse(where)
+        tree = parse_clickhouse(where)
     except SQLSyntaxError as exc:
-        raise UnsupportedPredicateError(f"cannot parse WHERE {where!r}: {exc}") from exc
+        hint = ""
+        if re.search(r"(?i)(?:^|[^\w`\".])in\s*\(", where):
+            hint = "; write x IN (...) instead of the function form in(x, (...))"
+        raise UnsupportedPredicateError(f"cannot parse WHERE {_short(where)}: {exc}{hint}") from exc
+    if not isinstance(tree, exp.Condition) or isinstance(tree, exp.Command):
+        raise UnsupportedPredicateError(f"cannot parse WHERE {_short(where)}: not an expression")
+    return tree
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 200 else text[:200] + "...")
+
+
+@lru_cache(maxsize=64)
+def _parsed(where: str):
+    """The parse of ``where``, shared by the functions below, which never modify it (the
+    translation parses for itself). A long WHERE is parsed once, not once per use."""
+    return parse_where(where)
 
 
 @lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
@@ -87,7 +187,7 @@ def check_where(where: str) -> None:
     Example:
         >>> check_where("user_id = 1")
     """
-    parse_where(where)
+    _parsed(where)
 
 
 def referenced_columns(where: str) -> list[str]:
@@ -97,7 +197,7 @@ def referenced_columns(where: str) -> list[str]:
         where: ClickHouse expression text.
 
     Returns:
-        Column names, without duplicates.
+        Column names, without duplicates (``nan`` and ``inf`` are numbers, not columns).
 
     Raises:
         UnsupportedPredicateError: The text does not parse.
@@ -113,11 +213,21 @@ def referenced_columns(where: str) -> list[str]:
 def _referenced_columns(where: str) -> tuple[str, ...]:
     from sqlglot import exp
 
-    names: list[str] = []
-    for column in parse_where(where).find_all(exp.Column):
-        if column.name not in names:
-            names.append(column.name)
+    names: dict[str, None] = {}
+    for node in _parsed(where).walk(bfs=False):
+        if isinstance(node, exp.Column) and not _is_number_word(node):
+            names.setdefault(node.name)
     return tuple(names)
+
+
+def _is_number_word(column) -> bool:
+    """ClickHouse reads unquoted ``nan`` and ``inf`` (any case) as Float64 constants."""
+    identifier = column.this
+    return (
+        not column.table
+        and not getattr(identifier, "quoted", False)
+        and column.name.lower() in ("nan", "inf")
+    )
 
 
 @lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
@@ -134,35 +244,69 @@ def integer_lookup(where: str) -> tuple | None:
 
     Returns:
         ``("in", column, values)``, ``("and", terms)`` or ``("or", terms)`` (values: a tuple of
-        ints within int64, terms: a tuple of the same forms), or None for any other WHERE.
+        ints within int64, terms: a tuple of two or more of the same forms, a chain of one
+        operator flattened into one term), or None for any other WHERE.
 
     Example:
         >>> integer_lookup("id = 42 OR id IN (1, -2)")
         ('or', (('in', 'id', (42,)), ('in', 'id', (1, -2))))
     """
-    try:
-        return _lookup_terms(parse_where(where))
-    except UnsupportedPredicateError:
-        return None
-
-
-def _lookup_terms(node) -> tuple | None:
     from sqlglot import exp
 
-    if isinstance(node, exp.Paren):
-        return _lookup_terms(node.this)
-    if isinstance(node, exp.And | exp.Or):
-        left, right = _lookup_terms(node.this), _lookup_terms(node.expression)
-        if left is None or right is None:
-            return None
-        return ("and" if isinstance(node, exp.And) else "or", (left, right))
+    try:
+        root = _parsed(where)
+    except UnsupportedPredicateError:
+        return None
+    # Post-order without recursion: a long OR chain is a tree as deep as it is long. Chains
+    # of one operator are flattened into one n-ary term, so the result nests only where AND
+    # and OR alternate (a nesting the parser bounds).
+    done: dict[int, list | tuple] = {}
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if isinstance(node, exp.Paren | exp.And | exp.Or) and not expanded:
+            stack.append((node, True))
+            children = [node.this] if isinstance(node, exp.Paren) else [node.this, node.expression]
+            stack.extend((child, False) for child in children)
+            continue
+        if isinstance(node, exp.Paren):
+            done[id(node)] = done.pop(id(node.this))
+        elif isinstance(node, exp.And | exp.Or):
+            operator = "and" if isinstance(node, exp.And) else "or"
+            terms: list = []
+            for child in (node.this, node.expression):
+                term = done.pop(id(child))
+                if isinstance(term, list) and term[0] == operator:
+                    terms.extend(term[1])
+                else:
+                    terms.append(term)
+            done[id(node)] = [operator, terms]
+        else:
+            term = _lookup_leaf(node)
+            if term is None:
+                return None
+            done[id(node)] = term
+    return _frozen(done[id(root)])
+
+
+def _frozen(term):
+    """The lists built by :func:`integer_lookup` as tuples (recursion only where AND and OR
+    alternate)."""
+    if isinstance(term, list):
+        return (term[0], tuple(_frozen(item) for item in term[1]))
+    return term
+
+
+def _lookup_leaf(node) -> tuple | None:
+    from sqlglot import exp
+
     if isinstance(node, exp.EQ):
         for column, value in ((node.this, node.expression), (node.expression, node.this)):
             number = _integer_literal(value)
-            if isinstance(column, exp.Column) and not column.table and number is not None:
+            if _plain_column(column) and number is not None:
                 return ("in", column.name, (number,))
         return None
-    if isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.this.table:
+    if isinstance(node, exp.In) and _plain_column(node.this):
         if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
             return None
         numbers = [_integer_literal(value) for value in node.expressions]
@@ -170,6 +314,12 @@ def _lookup_terms(node) -> tuple | None:
             return None
         return ("in", node.this.name, tuple(numbers))
     return None
+
+
+def _plain_column(node) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.Column) and not node.table and not _is_number_word(node)
 
 
 def _integer_literal(node) -> int | None:
@@ -184,131 +334,773 @@ def _integer_literal(node) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-@lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
-def clickhouse_to_duckdb(where: str) -> str:
+def clickhouse_to_duckdb(
+    where: str, columns: tuple[tuple[str, str], ...] | None = None, predicate: bool = True
+) -> str:
     """Translate a ClickHouse WHERE expression into DuckDB SQL with the same meaning.
 
     Args:
         where: ClickHouse expression text, e.g. ``"hasToken(msg, 'GET') AND user_id IN (1, 2)"``.
+        columns: The dataset's columns and kinds (:func:`column_kinds`). With them, names are
+            checked (case-sensitively) and comparisons typed as ClickHouse types them; without
+            them, every column is taken to exist and constructs whose meaning depends on a
+            column's type (``length``, ``empty``, a string compared with a number) are refused.
+        predicate: Whether the expression is a WHERE (which must be a number or a boolean, as
+            ClickHouse requires of a filter) rather than a selected value.
 
     Returns:
         DuckDB SQL text for the same predicate.
 
     Raises:
-        UnsupportedPredicateError: A function or construct has no exact DuckDB mapping, or a
-            function's arguments are not what ClickHouse accepts (e.g. a hasToken needle holding
-            a separator).
+        UnsupportedPredicateError: A function or construct has no exact DuckDB mapping, or
+            ClickHouse itself would refuse it (an unknown column, a String compared with a
+            number, more than 255 needles, a hasToken needle holding a separator, ...).
 
     Example:
         >>> clickhouse_to_duckdb("startsWith(url, 'https://')")
         'STARTS_WITH("url", \\'https://\\')'
     """
-    return _rewrite(parse_where(where)).sql(dialect="duckdb")
+    return _translate_cached(where, columns, predicate)
 
 
-def _rewrite(node):
-    """Translate ``node`` bottom-up: children first, so every nested call is translated too."""
-    from sqlglot import exp
+@lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
+def _translate_cached(where: str, columns: tuple | None, predicate: bool) -> str:
+    from bloomskip._sql import call_deep
 
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expression):
-            node.set(key, _rewrite(value))
-        elif isinstance(value, list):
-            node.set(key, [_rewrite(v) if isinstance(v, exp.Expression) else v for v in value])
-    return _translate_node(node)
-
-
-def _allowed_node_types():
-    from sqlglot import exp
-
-    return (
-        exp.And,
-        exp.Or,
-        exp.Not,
-        exp.Paren,
-        exp.EQ,
-        exp.NEQ,
-        exp.GT,
-        exp.GTE,
-        exp.LT,
-        exp.LTE,
-        exp.In,
-        exp.Between,
-        exp.Is,
-        exp.Null,
-        exp.Boolean,
-        exp.Literal,
-        exp.Column,
-        exp.Identifier,
-        exp.Array,
-        exp.Neg,
-        exp.Tuple,
-        exp.Like,
-        exp.StartsWith,
-        exp.EndsWith,
-        exp.ArrayContains,
-        exp.Anonymous,
-    )
+    kinds = dict(columns) if columns is not None else None
+    # A parse of its own: the translation rewrites the tree in place, and parsing again costs
+    # less than sqlglot's copy of a long chain.
+    tree = _Translator(kinds).translate(parse_where(where), predicate)
+    return call_deep(tree.sql, "duckdb")
 
 
-def _translate_node(node):
-    from sqlglot import exp
+class _Translator:
+    """Rewrites a ClickHouse tree into a DuckDB tree, children before parents, with no
+    recursion; each result carries its ClickHouse kind in ``meta["kind"]``."""
 
-    if not isinstance(node, _allowed_node_types()):
-        raise UnsupportedPredicateError(
-            f"{node.sql('clickhouse')!r} ({type(node).__name__}) has no exact DuckDB translation"
+    def __init__(self, kinds: dict[str, str] | None) -> None:
+        self.kinds = kinds
+        self.table = self.handlers()
+
+    def translate(self, root, predicate: bool = True):
+        # Reversed pre-order visits every node after all of its descendants.
+        nodes = list(root.walk(bfs=False))
+        result = root
+        for node in reversed(nodes):
+            # Where the node sits, taken before its handler may re-parent it inside the
+            # replacement (e.g. a comparison wrapped in a CASE).
+            parent, key, index = node.parent, node.arg_key, node.index
+            new = self.node(node)
+            if new is not node:
+                if node is result:
+                    result = new
+                else:
+                    parent.set(key, new, index)
+        non_filter = STRING_KINDS | {"list", "other", "timestamp", "timestamptz", "date"}
+        if predicate and _kind(result) in non_filter:
+            raise UnsupportedPredicateError(
+                f"Invalid type for filter in WHERE: {result.sql('clickhouse')} is not a number "
+                "or a boolean"
+            )
+        return result
+
+    # -- leaves ---------------------------------------------------------------------------
+    def node(self, node):
+        handler = self.table.get(type(node))
+        if handler is None:
+            raise UnsupportedPredicateError(
+                f"{_short(node.sql('clickhouse'))} is not supported in a bloomskip WHERE"
+            )
+        return handler(node)
+
+    def handlers(self) -> dict:
+        """Handler of each sqlglot node class (exact classes: a subclass is not accepted)."""
+        from sqlglot import exp
+
+        def same(node):
+            return node
+
+        def boolean(node):
+            return _typed(node, "bool")
+
+        table = {
+            exp.Column: self.column,
+            exp.Identifier: same,
+            exp.DataType: same,
+            exp.Literal: self.literal,
+            exp.Null: lambda n: _typed(n, "null"),
+            exp.Boolean: boolean,
+            exp.Neg: self.negation,
+            exp.Paren: lambda n: _typed(n, _kind(n.this)),
+            exp.And: self.conjunction,
+            exp.Or: self.disjunction,
+            exp.Not: boolean,
+            exp.Is: boolean,
+            exp.Tuple: same,
+            exp.Array: lambda n: _typed(n, "list"),
+            exp.Between: self.between,
+            exp.In: self.membership,
+            exp.Escape: self.refuse_escape,
+            exp.ILike: self.ilike,
+            exp.Like: self.like,
+            exp.StartsWith: self.affix,
+            exp.EndsWith: self.affix,
+            exp.ArrayContains: self.has,
+            exp.Lower: self.case,
+            exp.Upper: self.case,
+            exp.RegexpLike: self.match,
+            exp.StrPosition: self.position,
+            exp.Length: self.length,
+            exp.IsNan: self.is_nan,
+            exp.Anonymous: self.function,
+        }
+        for klass in (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE):
+            table[klass] = self.comparison
+        return table
+
+    def disjunction(self, node):
+        """``x = a OR x = b OR ...`` becomes ``x IN (a, b, ...)``: the same in three-valued
+        logic, and DuckDB plans a long OR chain in time quadratic in its length."""
+        from sqlglot import exp
+
+        return _typed(_merged(node, exp.EQ, exp.In, False) or node, "bool")
+
+    def conjunction(self, node):
+        """``x <> a AND x <> b AND ...`` becomes ``x NOT IN (a, b, ...)`` (see disjunction)."""
+        from sqlglot import exp
+
+        return _typed(_merged(node, exp.NEQ, exp.In, True) or node, "bool")
+
+    def column(self, node):
+        from sqlglot import exp
+
+        if _is_number_word(node):
+            return _typed(_float_constant(node.name.lower()), "float64")
+        if node.table:
+            raise UnsupportedPredicateError(
+                f"{node.sql('clickhouse')}: a WHERE over a dataset names columns without a table"
+            )
+        name = node.name
+        kind = "any"
+        if self.kinds is not None:
+            if name not in self.kinds:
+                raise UnsupportedPredicateError(
+                    f"Unknown expression or function identifier `{name}`"
+                    + _suggestion(name, self.kinds)
+                )
+            kind = self.kinds[name]
+        column = exp.column(exp.Identifier(this=name, quoted=True))
+        if kind == "float32":
+            # ClickHouse compares a Float32 with a Float64 constant as Float64: 0.1 (Float64)
+            # is no Float32 value, so f32 = 0.1 holds for no row. Widening is exact.
+            column = exp.Cast(this=column, to=exp.DataType.build("DOUBLE"))
+        return _typed(column, kind)
+
+    def literal(self, node):
+        if node.is_string:
+            return _typed(node, "string")
+        text = node.this
+        return _typed(node, "int" if text.isdigit() else "float64")
+
+    def negation(self, node):
+        inner = _kind(node.this)
+        if inner not in NUMERIC_KINDS | {"any"}:
+            raise UnsupportedPredicateError(f"{node.sql('clickhouse')}: negation of a non-number")
+        return _typed(node, "int" if inner in ("int", "uint") else inner)
+
+    # -- comparisons ----------------------------------------------------------------------
+    def comparison(self, node):
+        from sqlglot import exp
+
+        left, right = node.this, node.expression
+        left, right = self.coerce(left, right, node), self.coerce(right, left, node)
+        node.set("this", left)
+        node.set("expression", right)
+        floats = [side for side in (left, right) if _kind(side) in FLOAT_KINDS]
+        if not floats:
+            return _typed(node, "bool")
+        # IEEE comparisons: NaN is equal to, less and greater than nothing (DuckDB orders NaN
+        # above every number and equal to itself); NULL stays NULL.
+        nulls = exp.or_(
+            *(exp.Is(this=side.copy(), expression=exp.Null()) for side in (left, right))
         )
-    if isinstance(node, exp.Identifier):
-        return exp.Identifier(this=node.this, quoted=True)
-    if isinstance(node, exp.Like):
-        return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
-    if isinstance(node, exp.StartsWith | exp.EndsWith):
-        return node
-    if isinstance(node, exp.ArrayContains):
-        needle = _non_null_constant(node.expression, "has")
-        return exp.func("list_contains", _array_or_empty(node.this), needle)
-    if isinstance(node, exp.Anonymous):
-        return _translate_function(node.name, list(node.expressions))
+        nans = exp.or_(*(exp.func("isnan", side.copy()) for side in floats))
+        return _typed(
+            exp.Case(
+                ifs=[
+                    exp.If(this=nulls, true=exp.Null()),
+                    exp.If(this=nans, true=exp.Boolean(this=isinstance(node, exp.NEQ))),
+                ],
+                default=node,
+            ),
+            "bool",
+        )
+
+    def coerce(self, side, other, node):
+        """Type ``side`` against ``other`` as ClickHouse's comparison does."""
+        from sqlglot import exp
+
+        kind, other_kind = _kind(side), _kind(other)
+        if "any" in (kind, other_kind) or "null" in (kind, other_kind):
+            return side
+        if kind == "string" and isinstance(side, exp.Literal) and other_kind != "string":
+            # ClickHouse converts a string constant to the other side's type.
+            return _string_constant_as(side, other_kind, node)
+        if kind in STRING_KINDS and other_kind in NUMERIC_KINDS - {"bool"}:
+            first, second = (side, other) if node.this is side else (other, side)
+            raise UnsupportedPredicateError(
+                f"There is no supertype for types {_clickhouse_type(first)}, "
+                f"{_clickhouse_type(second)} because some of them are String/FixedString/Enum "
+                f"and some of them are not (in {_short(node.sql('clickhouse'))})"
+            )
+        temporal = {"date": "Date32", "timestamp": "DateTime64", "timestamptz": "DateTime64"}
+        if kind in temporal and other_kind in NUMERIC_KINDS:
+            raise UnsupportedPredicateError(
+                f"{_short(node.sql('clickhouse'))}: a {temporal[kind]} compared with a number is "
+                "not supported; compare with a string constant such as '2024-01-01 00:00:00'"
+            )
+        if kind == "list" or other_kind == "list":
+            if kind != other_kind:
+                raise UnsupportedPredicateError(
+                    f"{_short(node.sql('clickhouse'))}: an array compared with a non-array"
+                )
+            raise UnsupportedPredicateError(
+                f"{_short(node.sql('clickhouse'))}: array comparisons are not supported"
+            )
+        return side
+
+    def between(self, node):
+        from sqlglot import exp
+
+        low = exp.GTE(this=node.this.copy(), expression=node.args["low"])
+        high = exp.LTE(this=node.this, expression=node.args["high"])
+        return _typed(exp.Paren(this=exp.and_(self.comparison(low), self.comparison(high))), "bool")
+
+    def membership(self, node):
+        from sqlglot import exp
+
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            raise UnsupportedPredicateError(
+                f"{_short(node.sql('clickhouse'))}: IN takes a list of constants here"
+            )
+        value = node.this
+        kind = _kind(value)
+        elements = []
+        for element in node.expressions:
+            element_kind = _kind(element)
+            if element_kind == "null":
+                continue  # ClickHouse leaves NULL out of an IN set (transform_null_in = 0)
+            if element_kind == "string" and kind not in STRING_KINDS | {"any"}:
+                element = _string_constant_as(element, kind, node)
+            elif kind in STRING_KINDS and element_kind == "int":
+                # ClickHouse converts the set's numbers to the String column's type.
+                element = exp.Literal.string(_integer_text(element))
+            elif kind in STRING_KINDS and element_kind not in ("string", "any"):
+                raise UnsupportedPredicateError(
+                    f"{_short(node.sql('clickhouse'))}: only strings and whole numbers can be "
+                    "looked up in a String column"
+                )
+            if element_kind == "list" or kind == "list":
+                raise UnsupportedPredicateError(
+                    f"{_short(node.sql('clickhouse'))}: IN over arrays is not supported"
+                )
+            elements.append(element)
+        if not elements:
+            # x IN () is FALSE, and NULL for a NULL x.
+            return _typed(
+                exp.Paren(this=exp.and_(exp.Is(this=value, expression=exp.Null()), exp.Null())),
+                "bool",
+            )
+        node.set("expressions", elements)
+        return _typed(node, "bool")
+
+    # -- string predicates ----------------------------------------------------------------
+    def refuse_escape(self, node):
+        raise UnsupportedPredicateError(
+            f"{_short(node.sql('clickhouse'))}: LIKE ... ESCAPE is not supported; ClickHouse "
+            "escapes LIKE patterns with a backslash"
+        )
+
+    def like(self, node):
+        return _negated(node, self.like_match(node))
+
+    def ilike(self, node):
+        return _negated(node, self.ilike_match(node))
+
+    def like_match(self, node):
+        from sqlglot import exp
+
+        self.require_string(node.this, "like")
+        pattern = _like_pattern(node.expression, "like")
+        converted = exp.Like(this=node.this, expression=exp.Literal.string(_duckdb_like(pattern)))
+        return _typed(exp.Escape(this=converted, expression=exp.Literal.string("\\")), "bool")
+
+    def ilike_match(self, node):
+        from sqlglot import exp
+
+        self.require_string(node.this, "ilike")
+        pattern = _like_pattern(node.expression, "ilike")
+        parts = _like_parts(pattern)
+        inner = parts[1:-1]
+        if (
+            len(parts) >= 3
+            and parts[0] == ("%",)
+            and parts[-1] == ("%",)
+            and all(len(part) == 2 for part in inner)
+        ):
+            # '%text%': ClickHouse searches the text case-insensitively, code point by code
+            # point (its lower and upper case), as DuckDB's ILIKE does.
+            converted = exp.ILike(
+                this=node.this, expression=exp.Literal.string(_duckdb_like(pattern))
+            )
+            return _typed(exp.Escape(this=converted, expression=exp.Literal.string("\\")), "bool")
+        # Any other pattern: ClickHouse matches an RE2 regular expression case-insensitively;
+        # DuckDB's regexp functions are RE2 too.
+        regex = "".join(
+            ".*" if part == ("%",) else "." if part == ("_",) else _re2_literal(part[1])
+            for part in parts
+        )
+        return _typed(
+            exp.func(
+                "regexp_full_match",
+                node.this,
+                exp.Literal.string(regex),
+                exp.Literal.string("is"),
+            ),
+            "bool",
+        )
+
+    def affix(self, node):
+        from sqlglot import exp
+
+        name = "startsWith" if isinstance(node, exp.StartsWith) else "endsWith"
+        self.require_string(node.this, name)
+        self.require_string(node.expression, name)
+        return _typed(node, "bool")
+
+    def match(self, node):
+        from sqlglot import exp
+
+        self.require_string(node.this, "match")
+        pattern = _string_constant(node.expression, "match")
+        # ClickHouse's match: RE2, unanchored, and '.' matches a line break.
+        return _typed(
+            exp.func(
+                "regexp_matches", node.this, exp.Literal.string(pattern), exp.Literal.string("s")
+            ),
+            "bool",
+        )
+
+    def case(self, node):
+        from sqlglot import exp
+
+        name = "lower" if isinstance(node, exp.Lower) else "upper"
+        self.require_string(node.this, name)
+        source, target = (
+            (ASCII_UPPER, ASCII_LOWER) if name == "lower" else (ASCII_LOWER, ASCII_UPPER)
+        )
+        return _typed(_ascii_translate(node.this, source, target), "string")
+
+    def position(self, node):
+        from sqlglot import exp
+
+        if node.args.get("position") is not None or node.args.get("occurrence") is not None:
+            raise UnsupportedPredicateError(
+                "position: the start-position argument is not supported"
+            )
+        haystack, needle = node.this, node.args.get("substr")
+        self.require_string(haystack, "position")
+        self.require_string(needle, "position")
+        # ClickHouse counts bytes from 1 (0: not found); DuckDB's strpos counts characters.
+        found = exp.func("strpos", haystack, needle)
+        before = exp.func(
+            "strlen",
+            exp.func(
+                "substr",
+                haystack.copy(),
+                exp.Literal.number(1),
+                exp.Sub(this=found.copy(), expression=exp.Literal.number(1)),
+            ),
+        )
+        return _typed(
+            exp.Case(
+                ifs=[
+                    exp.If(
+                        this=exp.EQ(this=found.copy(), expression=exp.Literal.number(0)),
+                        true=exp.Literal.number(0),
+                    )
+                ],
+                default=exp.Add(this=before, expression=exp.Literal.number(1)),
+            ),
+            "uint",
+        )
+
+    def length(self, node):
+        value = node.this
+        kind = _kind(value)
+        if kind in STRING_KINDS:
+            from sqlglot import exp
+
+            return _typed(exp.func("strlen", value), "uint")
+        if kind == "list":
+            from sqlglot import exp
+
+            return _typed(exp.func("len", _array_or_empty(value)), "uint")
+        raise UnsupportedPredicateError(
+            f"length: {value.sql('clickhouse')} must be a String or Array column"
+            + (" (the column types are not known here)" if kind == "any" else "")
+        )
+
+    def is_nan(self, node):
+        from sqlglot import exp
+
+        kind = _kind(node.this)
+        if kind not in NUMERIC_KINDS | {"any", "null"}:
+            raise UnsupportedPredicateError(
+                f"Illegal type of argument of function isNaN: {node.this.sql('clickhouse')}"
+            )
+        return _typed(exp.func("isnan", node.this), "bool")
+
+    def has(self, node):
+        from sqlglot import exp
+
+        array, needle = node.this, node.expression
+        self.require_array(array, "has")
+        if isinstance(needle, exp.Null):
+            # ClickHouse's has() finds NULL among the elements: a list with fewer non-NULL
+            # elements than elements holds one.
+            listed = _array_or_empty(array)
+            return _typed(
+                exp.GT(
+                    this=exp.func("len", listed),
+                    expression=exp.func("list_count", listed.copy()),
+                ),
+                "bool",
+            )
+        return _typed(exp.func("list_contains", _array_or_empty(array), needle), "bool")
+
+    def require_string(self, node, function: str) -> None:
+        kind = _kind(node)
+        if kind not in STRING_KINDS | {"any", "null"}:
+            raise UnsupportedPredicateError(
+                f"Illegal type of argument {node.sql('clickhouse')} of function {function}: "
+                "a String is expected"
+            )
+
+    def require_array(self, node, function: str) -> None:
+        if _kind(node) not in ("list", "any"):
+            raise UnsupportedPredicateError(
+                f"Illegal type of argument {node.sql('clickhouse')} of function {function}: "
+                "an Array is expected"
+            )
+
+    # -- functions without a sqlglot class ------------------------------------------------
+    def function(self, node):
+        from sqlglot import exp
+
+        name = node.name
+        key = name.lower()
+        arguments = list(node.expressions)
+        if key in ("hastoken", "hastokencaseinsensitive"):
+            haystack, needle = _arguments(name, arguments, 2)
+            self.require_string(haystack, name)
+            text = _string_constant(needle, name)
+            if key == "hastokencaseinsensitive":
+                # ClickHouse lowers ASCII letters only, in the needle and the haystack.
+                text = text.translate(str.maketrans(ASCII_UPPER, ASCII_LOWER))
+                haystack = _ascii_translate(haystack, ASCII_UPPER, ASCII_LOWER)
+            return _typed(_has_token(haystack, text, name), "bool")
+        if key == "multisearchany":
+            haystack, needles = _arguments(name, arguments, 2)
+            self.require_string(haystack, name)
+            texts = [_string_constant(item, name) for item in _array_constant(needles, name)]
+            if len(texts) > MAX_NEEDLES:
+                raise UnsupportedPredicateError(
+                    f"Number of arguments for function {name} doesn't match: passed "
+                    f"{len(texts)}, should be at most {MAX_NEEDLES}"
+                )
+            if not texts:
+                raise UnsupportedPredicateError(f"{name}: the needle array must not be empty")
+            alternatives = [_contains(haystack, text) for text in texts]
+            return _typed(exp.Paren(this=exp.or_(*alternatives)), "bool")
+        if key in ("hasany", "hasall"):
+            array, elements = _arguments(name, arguments, 2)
+            self.require_array(array, name)
+            for element in _array_constant(elements, name):
+                _non_null_constant(element, name)
+            function = "list_has_any" if key == "hasany" else "list_has_all"
+            return _typed(exp.func(function, _array_or_empty(array), elements), "bool")
+        if key in ("equals", "notequals"):
+            left, right = _arguments(name, arguments, 2)
+            compare = exp.EQ if key == "equals" else exp.NEQ
+            return _typed(
+                exp.Paren(this=self.comparison(compare(this=left, expression=right))), "bool"
+            )
+        if key in ("isnull", "isnotnull"):
+            (value,) = _arguments(name, arguments, 1)
+            test = exp.Is(this=value, expression=exp.Null())
+            return _typed(exp.Paren(this=test if key == "isnull" else exp.Not(this=test)), "bool")
+        if key in ("startswith", "endswith"):
+            haystack, affix = _arguments(name, arguments, 2)
+            klass = exp.StartsWith if key == "startswith" else exp.EndsWith
+            return self.affix(klass(this=haystack, expression=affix))
+        if key in ("empty", "notempty"):
+            (value,) = _arguments(name, arguments, 1)
+            size = self.length(exp.Length(this=value))
+            compare = exp.EQ if key == "empty" else exp.NEQ
+            return _typed(
+                exp.Paren(this=compare(this=size, expression=exp.Literal.number(0))), "bool"
+            )
+        if key in ("tofloat32", "tofloat64"):
+            (value,) = _arguments(name, arguments, 1)
+            if _kind(value) not in NUMERIC_KINDS | {"any", "string", "null"}:
+                raise UnsupportedPredicateError(
+                    f"{name}: {value.sql('clickhouse')} is not a number"
+                )
+            if _kind(value) == "string" and not isinstance(value, exp.Literal):
+                raise UnsupportedPredicateError(f"{name}: only a string constant can be converted")
+            target = "FLOAT" if key == "tofloat32" else "DOUBLE"
+            converted = exp.Cast(this=value, to=exp.DataType.build(target))
+            if key == "tofloat32":
+                converted = exp.Cast(this=converted, to=exp.DataType.build("DOUBLE"))
+            return _typed(converted, "float32" if key == "tofloat32" else "float64")
+        if key == "todate":
+            (value,) = _arguments(name, arguments, 1)
+            return _typed(self.to_date(value, name), "date")
+        if key in ("like", "notlike", "ilike", "notilike"):
+            haystack, pattern = _arguments(name, arguments, 2)
+            klass = exp.ILike if "ilike" in key else exp.Like
+            matched = (self.ilike if klass is exp.ILike else self.like)(
+                klass(this=haystack, expression=pattern)
+            )
+            return _typed(exp.Not(this=matched) if key.startswith("not") else matched, "bool")
+        raise UnsupportedPredicateError(
+            f"function {name} is not supported in a bloomskip WHERE (see docs/queries.md)"
+        )
+
+    def to_date(self, value, name: str):
+        from sqlglot import exp
+
+        kind = _kind(value)
+        if kind == "string" and isinstance(value, exp.Literal):
+            return _string_constant_as(value, "date", value)
+        if kind == "date":
+            return value
+        if kind == "timestamp":
+            return exp.Cast(this=value, to=exp.DataType.build("DATE"))
+        if kind == "timestamptz":
+            # ClickHouse reads a zoned Parquet timestamp as DateTime64(p, 'UTC'): its UTC date.
+            utc = exp.func("timezone", exp.Literal.string("UTC"), value)
+            return exp.Cast(this=utc, to=exp.DataType.build("DATE"))
+        raise UnsupportedPredicateError(
+            f"{name}: {value.sql('clickhouse')} must be a string constant, a Date or a timestamp"
+        )
+
+
+def _merged(node, compare, membership, negated: bool):
+    """The membership test equal to ``node`` (an AND/OR of two tests), or None.
+
+    Each side is ``column <compare> constant`` or a membership test this function built (an
+    ``In`` marked ``meta["merged"]``, under a ``Not`` when ``negated``); the left side grows in
+    place, so a chain of n terms is merged in O(n).
+    """
+    from sqlglot import exp
+
+    def as_membership(side):
+        target = side.this if negated and isinstance(side, exp.Not) else side
+        if isinstance(target, membership) and target.meta.get("merged"):
+            return target
+        return None
+
+    def as_test(side):
+        # Translated columns carry no table (translation refuses one).
+        if type(side) is compare and isinstance(side.this, exp.Column):
+            value = side.expression
+            inner = value.this if isinstance(value, exp.Neg) else value
+            if isinstance(inner, exp.Literal):
+                return side.this, value
+        return None
+
+    right = as_test(node.expression)
+    if right is None:
+        return None
+    grown = as_membership(node.this)
+    if grown is not None:
+        if grown.this.name != right[0].name:
+            return None
+        grown.append("expressions", right[1])
+        return node.this
+    left = as_test(node.this)
+    if left is None or left[0].name != right[0].name:
+        return None
+    test = _typed(membership(this=left[0], expressions=[left[1], right[1]]), "bool")
+    test.meta["merged"] = True
+    return exp.Not(this=test) if negated else test
+
+
+def _negated(original, translated):
+    """``translated``, negated when ``original`` is ``x NOT LIKE p`` (sqlglot's ``negate``)."""
+    from sqlglot import exp
+
+    if original.args.get("negate"):
+        return _typed(exp.Not(this=exp.Paren(this=translated)), "bool")
+    return translated
+
+
+def _typed(node, kind: str):
+    node.meta["kind"] = kind
     return node
 
 
-def _translate_function(name: str, arguments: list):
+def _kind(node) -> str:
+    return node.meta.get("kind", "any") if node.meta else "any"
+
+
+def _float_constant(word: str):
     from sqlglot import exp
 
-    key = name.lower()
-    if key == "hastoken":
-        haystack, needle = _arguments(name, arguments, 2)
-        return _has_token(haystack, _string_constant(needle, name))
-    if key == "multisearchany":
-        haystack, needles = _arguments(name, arguments, 2)
-        texts = [_string_constant(item, name) for item in _array_constant(needles, name)]
-        if not texts:
-            raise UnsupportedPredicateError(f"{name}: the needle array must not be empty")
-        alternatives = [_contains(haystack, text) for text in texts]
-        return exp.Paren(this=exp.or_(*alternatives))
-    if key in ("hasany", "hasall"):
-        array, elements = _arguments(name, arguments, 2)
-        for element in _array_constant(elements, name):
-            _non_null_constant(element, name)
-        function = "list_has_any" if key == "hasany" else "list_has_all"
-        return exp.func(function, _array_or_empty(array), elements)
-    if key in ("equals", "notequals"):
-        left, right = _arguments(name, arguments, 2)
-        return exp.Paren(this=(exp.EQ if key == "equals" else exp.NEQ)(this=left, expression=right))
-    if key in ("isnull", "isnotnull"):
-        (value,) = _arguments(name, arguments, 1)
-        test = exp.Is(this=value, expression=exp.Null())
-        return exp.Paren(this=test if key == "isnull" else exp.Not(this=test))
-    if key == "startswith":
-        return exp.StartsWith(this=arguments[0], expression=arguments[1])
-    if key == "endswith":
-        return exp.EndsWith(this=arguments[0], expression=arguments[1])
-    raise UnsupportedPredicateError(f"function {name}() has no exact DuckDB translation")
+    return exp.Cast(this=exp.Literal.string(word), to=exp.DataType.build("DOUBLE"))
+
+
+def _suggestion(name: str, kinds: dict[str, str]) -> str:
+    close = [column for column in kinds if column.lower() == name.lower()]
+    return f". Maybe you meant: {close}" if close else ""
+
+
+def _clickhouse_type(node) -> str:
+    """The ClickHouse type name of a side of a comparison, for ClickHouse's error message."""
+    from sqlglot import exp
+
+    kind = _kind(node)
+    if kind in STRING_KINDS:
+        return "String"
+    literal = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit():
+        value = int(literal.this) * (-1 if isinstance(node, exp.Neg) else 1)
+        for bits in (8, 16, 32, 64, 128, 256):
+            if 0 <= value < 2**bits:
+                return f"UInt{bits}"
+            if -(2 ** (bits - 1)) <= value < 0:
+                return f"Int{bits}"
+    return {
+        "int": "Int64",
+        "uint": "UInt64",
+        "float32": "Float32",
+        "float64": "Float64",
+        "bool": "Bool",
+    }.get(kind, kind)
+
+
+def _integer_text(node) -> str:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Neg):
+        return "-" + node.this.this
+    return str(int(node.this))
+
+
+def _string_constant_as(literal, kind: str, context):
+    """A string constant converted to a column's type, as ClickHouse converts it."""
+    from sqlglot import exp
+
+    text = literal.this
+    if kind in ("timestamp", "timestamptz"):
+        if not _DATETIME_TEXT.fullmatch(text):
+            raise UnsupportedPredicateError(
+                f"Cannot parse string {text!r} as DateTime64 "
+                f"(in {_short(context.sql('clickhouse'))})"
+            )
+        # ClickHouse reads Parquet timestamps as DateTime64(p, 'UTC') and the constant in UTC.
+        naive = exp.Cast(this=literal, to=exp.DataType.build("TIMESTAMP"))
+        if kind == "timestamptz":
+            return _typed(exp.func("timezone", exp.Literal.string("UTC"), naive), kind)
+        return _typed(naive, kind)
+    if kind == "date":
+        if not _DATE_TEXT.fullmatch(text):
+            raise UnsupportedPredicateError(
+                f"Cannot parse string {text!r} as Date (in {_short(context.sql('clickhouse'))})"
+            )
+        return _typed(exp.Cast(this=literal, to=exp.DataType.build("DATE")), kind)
+    if kind in ("int", "uint") and not re.fullmatch(r"\d+" if kind == "uint" else r"-?\d+", text):
+        raise UnsupportedPredicateError(
+            f"Cannot convert string {text!r} to type {'UInt64' if kind == 'uint' else 'Int64'} "
+            f"(in {_short(context.sql('clickhouse'))})"
+        )
+    types = {"int": "HUGEINT", "uint": "UHUGEINT", "float64": "DOUBLE", "bool": "BOOLEAN"}
+    if kind == "float32":
+        value = exp.Cast(this=literal, to=exp.DataType.build("FLOAT"))
+        return _typed(exp.Cast(this=value, to=exp.DataType.build("DOUBLE")), kind)
+    if kind in types:
+        return _typed(exp.Cast(this=literal, to=exp.DataType.build(types[kind])), kind)
+    return literal
+
+
+def _ascii_translate(value, source: str, target: str):
+    from sqlglot import exp
+
+    return exp.func("translate", value, exp.Literal.string(source), exp.Literal.string(target))
+
+
+def _like_pattern(node, function: str) -> str:
+    from sqlglot import exp
+
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        raise UnsupportedPredicateError(
+            f"{function}: the pattern {node.sql('clickhouse')} must be a string constant"
+        )
+    return node.this
+
+
+def _like_parts(pattern: str) -> list[tuple[str, ...]]:
+    """Split a ClickHouse LIKE pattern into ``("%",)``, ``("_",)`` and ``("char", c)`` parts.
+
+    ClickHouse reads ``\\%``, ``\\_`` and ``\\\\`` as the literal character and a backslash
+    before any other character as a backslash followed by that character (checked with chdb:
+    ``'C:\\Users' LIKE '%\\Users'`` holds); a pattern ending in a lone backslash is an error.
+    """
+    parts: list[tuple[str, ...]] = []
+    position = 0
+    while position < len(pattern):
+        char = pattern[position]
+        if char == "\\":
+            if position + 1 == len(pattern):
+                raise UnsupportedPredicateError(
+                    f"Invalid escape sequence at the end of LIKE pattern {pattern!r}"
+                )
+            following = pattern[position + 1]
+            if following in "%_\\":
+                parts.append(("char", following))
+                position += 2
+            else:
+                parts.append(("char", "\\"))
+                position += 1
+            continue
+        parts.append((char,) if char in "%_" else ("char", char))
+        position += 1
+    return parts
+
+
+def _duckdb_like(pattern: str) -> str:
+    """The pattern for DuckDB's ``LIKE ... ESCAPE '\\'`` matching what ClickHouse matches."""
+    out = []
+    for part in _like_parts(pattern):
+        if len(part) == 1:
+            out.append(part[0])
+        else:
+            out.append("\\" + part[1] if part[1] in "%_\\" else part[1])
+    return "".join(out)
+
+
+def _re2_literal(char: str) -> str:
+    return re.escape(char) if char.isascii() else char
 
 
 def _arguments(name: str, arguments: list, count: int) -> list:
     if len(arguments) != count:
-        raise UnsupportedPredicateError(f"{name}() takes {count} arguments, not {len(arguments)}")
+        raise UnsupportedPredicateError(
+            f"Number of arguments for function {name} doesn't match: passed {len(arguments)}, "
+            f"should be {count}"
+        )
     return arguments
 
 
@@ -325,10 +1117,10 @@ def _string_constant(node, function: str) -> str:
 def _non_null_constant(node, function: str):
     from sqlglot import exp
 
-    # ClickHouse's has/hasAny/hasAll treat NULL as equal to NULL; DuckDB's list functions do
-    # not, so a NULL needle has no exact translation.
+    # ClickHouse's hasAny/hasAll treat NULL as equal to NULL; DuckDB's list functions do
+    # not, so a NULL element has no exact translation.
     if isinstance(node, exp.Null):
-        raise UnsupportedPredicateError(f"{function}: a NULL needle is not supported")
+        raise UnsupportedPredicateError(f"{function}: a NULL element is not supported")
     return node
 
 
@@ -359,13 +1151,13 @@ def _contains(haystack, needle: str):
     return exp.func("contains", haystack.copy(), exp.Literal.string(needle))
 
 
-def _has_token(haystack, needle: str):
+def _has_token(haystack, needle: str, function: str = "hasToken"):
     from sqlglot import exp
 
     # ClickHouse refuses needles holding a separator; an empty needle matches nothing.
     if any(byte < 0x80 and not chr(byte).isalnum() for byte in needle.encode("utf-8")):
         raise UnsupportedPredicateError(
-            f"hasToken: needle {needle!r} must not contain whitespace or separator characters"
+            f"{function}: needle {needle!r} must not contain whitespace or separator characters"
         )
     if needle == "":
         return exp.Boolean(this=False)
