@@ -287,14 +287,55 @@ def test_bad_text_bytes_raise_format_error() -> None:
     assert index.granule_bytes(1) == bytes(range(33, 66))
 
 
+def _bloom_filter_layout_holds(payload: bytes, granules: int, bits_per_row: int) -> bool:
+    """ClickHouse's bloom_filter granule layout, read independently: per granule a VarUInt
+    (at most 9 bytes of 7 bits) distinct count n, then one filter of (bits_per_row * n + 7) // 8
+    bytes per index column (two here), and nothing after the last granule."""
+    position = 0
+    for _ in range(granules):
+        count = 0
+        for byte_number in range(9):
+            if position >= len(payload):
+                return False
+            byte = payload[position]
+            position += 1
+            count |= (byte & 0x7F) << (7 * byte_number)
+            if byte < 0x80:
+                break
+        else:
+            return False
+        position += 2 * ((bits_per_row * count + 7) // 8)
+        if position > len(payload):
+            return False
+    return position == len(payload)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=200), st.lists(st.integers(1, 300), min_size=1, max_size=6))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        # Well-formed for bloom_filter(0.2) (4 bits per row) when the granule count fits.
+        st.lists(st.integers(0, 3), min_size=1, max_size=4).map(
+            lambda counts: b"".join(bytes([c]) + b"\xa5" * (2 * ((4 * c + 7) // 8)) for c in counts)
+        ),
+    ),
+    st.lists(st.integers(1, 300), min_size=1, max_size=6),
+)
 def test_random_bytes_never_crash(payload: bytes, rows: list[int]) -> None:
+    """Any bytes are either read back exactly or refused with a FormatError naming where, and
+    which of the two happens follows the layout ClickHouse writes."""
     definition = parse_index_definition("INDEX i (a, b) TYPE bloom_filter(0.2) GRANULARITY 2")
+    granules = (len(rows) + 1) // 2
+    assert definition.bits_per_row == 4
+    expected = _bloom_filter_layout_holds(payload, granules, definition.bits_per_row)
     try:
         index = SkipIndex.from_bytes(definition, payload, rows)
-    except FormatError:
+    except FormatError as exc:
+        assert not expected, f"refused a well-formed index: {exc}"
+        assert exc.offset is not None and 0 <= exc.offset <= len(payload)
+        assert "\n" not in str(exc)
         return
+    assert expected, "accepted bytes that do not follow the layout"
     assert index.to_bytes() == payload
     assert index.granule_statistics().num_rows == 2 * index.index_granule_count
 

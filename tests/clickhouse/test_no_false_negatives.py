@@ -49,9 +49,10 @@ def _quote(text: str) -> str:
 
 _text = st.lists(st.sampled_from([*_PIECES, "xxab", "b1a"]), max_size=6).map("".join)
 _needle = st.lists(st.sampled_from(_PIECES), min_size=0, max_size=4).map("".join)
-_like = st.lists(st.sampled_from([*_PIECES, "%", "_", "\\%", "\\_", "\\\\"]), max_size=6).map(
-    "".join
-)
+# A backslash before an ordinary character ("\\a") is a literal backslash in ClickHouse's LIKE.
+_like = st.lists(
+    st.sampled_from([*_PIECES, "%", "_", "\\%", "\\_", "\\\\", "\\a", "\\x1"]), max_size=6
+).map("".join)
 _word = st.lists(st.sampled_from(["a", "b", "ab", "x1", "é"]), min_size=1, max_size=3).map("".join)
 _regex = st.lists(st.sampled_from(_REGEX_PARTS), min_size=1, max_size=5).map("".join)
 _small_int = st.integers(0, 20)

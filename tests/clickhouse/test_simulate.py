@@ -197,3 +197,23 @@ def test_bad_input_exits_with_status_2(tmp_path, capsys, arguments, message) -> 
     filled = [a.format(data=data, corrupt=corrupt) for a in arguments]
     assert main(["clickhouse", "simulate", *filled]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_index_no_predicate_can_use_is_warned_about(tmp_path, capsys) -> None:
+    path = tmp_path / "ip.parquet"
+    addresses = pa.array([bytes(15) + bytes([i]) for i in range(40)], pa.binary(16))
+    pq.write_table(pa.table({"ip": addresses}), path)
+    arguments = [str(path), "--index-granularity", "10", "--column-type", "ip=IPv6"]
+    arguments += [
+        "--index",
+        "INDEX t ip TYPE tokenbf_v1(64, 2, 0)",
+        "--index",
+        "INDEX b ip TYPE bloom_filter",
+    ]
+    assert main(["clickhouse", "simulate", *arguments, "--where", "ip = '::5'", "--json"]) == 0
+    captured = capsys.readouterr()
+    text, bloom = json.loads(captured.out)["indexes"]
+    assert "never used" in text["warnings"][0] and bloom["warnings"] == []
+    assert captured.err.count("warning: index 't': a tokenbf_v1 index over IPv6 is never used") == 1
+    assert text["predicates"][0]["granules_selected"] == 4 and not text["predicates"][0]["useful"]
+    assert bloom["predicates"][0]["granules_selected"] == 1

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from bloomskip.clickhouse.tokenizers import (
     QueryTokenizer,
     analyze_regexp,
+    like_pattern_is_indexable,
     utf8_sequence_length,
 )
 
@@ -223,3 +224,27 @@ def test_unknown_tokenizer_kind_is_rejected() -> None:
         QueryTokenizer("words")
     with pytest.raises(ValueError, match="at least 1"):
         QueryTokenizer("ngram", 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_ngrams_of_long_utf8_are_code_point_windows(n: int) -> None:
+    """Constants over 64 bytes take the vectorized path: n-grams are windows of n code points
+    of the decoded text (4-byte characters included)."""
+    text = "a☃é𝄞 Привет-" * 9
+    data = text.encode()
+    assert len(data) > 64
+    expected = [text[i : i + n].encode() for i in range(len(text) - n + 1)]
+    assert QueryTokenizer("ngram", n).string_tokens(data) == expected
+    invalid = data + b"\xff\xc3"  # not UTF-8: ClickHouse's byte stepping, clipped at the end
+    tokens = QueryTokenizer("ngram", n).string_tokens(invalid)
+    assert tokens[: len(expected)] == expected and all(tokens)
+
+
+def test_like_pattern_is_indexable_follows_clickhouse_escapes() -> None:
+    # Verified with chdb (test_condition_explain): only \%, \_ and \\ keep the index in use.
+    assert like_pattern_is_indexable(b"%a\\%b\\_c\\\\d%")
+    assert not like_pattern_is_indexable(b"%\\Users%")
+    assert not like_pattern_is_indexable(b"ab\\")
+    assert not like_pattern_is_indexable("%\\☃%".encode())
+    assert TOKEN.like_tokens(b"%x \\Users y%") is None
+    assert QueryTokenizer("ngram", 3).like_tokens(b"%\\b%") is None

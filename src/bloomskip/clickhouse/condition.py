@@ -17,9 +17,14 @@ parse of the predicate:
 
 An atom never claims more than the index can prove, so a granule holding a matching row is never
 skipped; ``!=``, ``NOT IN`` and ``NOT LIKE`` never prune (their atom is ``(true, maybe)``).
-Constant folding is limited to literals, ``-x``, arrays, tuples, ``CAST`` and ``toType(...)``;
-other constant expressions (``'a' || 'b'``, ``concat(...)``) make the atom unknown, where
-ClickHouse would fold them and possibly prune.
+Constant folding is limited to literals (``nan`` / ``inf`` included), ``-x``, arrays, tuples,
+``CAST``, ``toType(...)``, ``toDateTime(x, tz)`` and ``toDateTime64(x, p[, tz])``; other constant
+expressions (``'a' || 'b'``, ``concat(...)``) make the atom unknown, where ClickHouse would fold
+them and possibly prune. Constants are converted per column type as ClickHouse converts them
+(time zones, DateTime64 precision, IPv4/IPv6 text, 128/256-bit integers, Enum labels), and the
+errors ClickHouse raises before using any index (a String compared with a number, more than 255
+``multiSearch`` needles) are raised as :class:`ConditionError`; docs/clickhouse.md lists the rules.
+AND / OR / NOT are walked without recursion, so predicate length is bounded by memory only.
 
 Example:
     >>> from bloomskip.clickhouse.ddl import parse_index_definition
@@ -31,27 +36,37 @@ Example:
 
 from __future__ import annotations
 
+import calendar
+import gc
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
+from sqlglot import exp
 
-from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp
+from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp, like_affix
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from sqlglot import exp
 
     from bloomskip.clickhouse.ddl import IndexDefinition
     from bloomskip.clickhouse.index import SkipIndex
     from bloomskip.clickhouse.types import ClickHouseType
 
-__all__ = ["ConditionError", "IndexCondition", "compile_condition"]
+__all__ = [
+    "ConditionError",
+    "IndexCondition",
+    "check_identifiers",
+    "compile_condition",
+    "index_never_used_reason",
+]
 
 _INT_RANGES = {
     "UInt8": (0, 2**8 - 1),
@@ -64,6 +79,23 @@ _INT_RANGES = {
     "Int64": (-(2**63), 2**63 - 1),
     "Bool": (0, 1),
 }
+# 128- and 256-bit integers: hashed from their little-endian bytes (types._wide_words).
+_WIDE_RANGES = {
+    "UInt128": (0, 2**128 - 1),
+    "Int128": (-(2**127), 2**127 - 1),
+    "UInt256": (0, 2**256 - 1),
+    "Int256": (-(2**255), 2**255 - 1),
+}
+# A numeric literal is an integer only within 64 bits; a longer one is a Float64 in ClickHouse
+# (verified with chdb: `i128 = -5000000000000000000000` leaves the Int128 index unused).
+_WIDE_WIDTHS = {"UInt128": 16, "Int128": 16, "UInt256": 32, "Int256": 32}
+_LITERAL_INTEGERS = (-(2**63), 2**64 - 1)
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.I
+)
+# Unquoted names ClickHouse's parser reads as Float64 literals, not identifiers.
+_FLOAT_KEYWORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
 _UNKNOWN = object()  # an atom slot ClickHouse fills with FUNCTION_UNKNOWN
 _PROBE_BATCH = 1 << 22  # bit positions tested per bits.test_bits call
 # A function node as (ClickHouse function name, arguments).
@@ -71,7 +103,7 @@ _Function = tuple[str, list]
 
 
 class ConditionError(BloomskipError, ValueError):
-    """A WHERE expression that cannot be parsed as ClickHouse SQL."""
+    """A WHERE expression that is not valid ClickHouse SQL, or that ClickHouse refuses."""
 
 
 # ------------------------------------------------------------------------------------------
@@ -80,7 +112,12 @@ class ConditionError(BloomskipError, ValueError):
 
 @dataclass(frozen=True)
 class _Constant:
-    """A folded SQL constant: kind is int, float, string (bytes), null, bool, array or tuple."""
+    """A folded SQL constant.
+
+    kind is int, float, string (bytes), null, bool, array, tuple, ``date`` (days since the epoch,
+    from ``toDate``) or ``datetime`` (``(ticks, scale)``: an instant in 10**-scale s since the
+    epoch, from ``toDateTime`` / ``toDateTime64`` / ``CAST``).
+    """
 
     kind: str
     value: object
@@ -94,12 +131,19 @@ class _ConstantReader:
 
     def __init__(self, sql: str) -> None:
         self.sql = sql
+        # Each node is asked about several times (as an operand, as an atom, for typing); the
+        # tree outlives the reader, so node ids are stable keys.
+        self._memo: dict[int, _Constant | None] = {}
 
     def read(self, node: exp.Expression) -> _Constant | None:
-        from sqlglot import exp
+        key = id(node)
+        if key not in self._memo:
+            self._memo[key] = self._read(node)
+        return self._memo[key]
 
-        if isinstance(node, exp.Paren):
-            return self.read(node.this)
+    def _read(self, node: exp.Expression) -> _Constant | None:
+        while isinstance(node, exp.Paren):
+            node = node.this
         if isinstance(node, exp.Null):
             return _Constant("null", None)
         if isinstance(node, exp.Boolean):
@@ -107,7 +151,11 @@ class _ConstantReader:
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _Constant("string", self._string_bytes(node))
-            return _number(node.this)
+            return _literal_number(str(node.this))
+        if isinstance(node, exp.Column):
+            if _is_float_keyword(node):
+                return _Constant("float", _FLOAT_KEYWORDS[node.name.lower()])
+            return None
         if isinstance(node, exp.HexString):
             text = str(node.this)
             return _Constant("int", int(text, 16)) if text else None
@@ -127,13 +175,17 @@ class _ConstantReader:
             if inner is None:
                 return None
             return _cast_constant(inner, node.to.sql("clickhouse"))
-        if isinstance(node, exp.Anonymous) and len(node.expressions) == 1:
-            # toUInt8(5), toUUID('...'), toDate('...'): conversions ClickHouse folds.
+        if isinstance(node, exp.Anonymous) and node.expressions:
+            # toUInt8(5), toUUID('...'), toDate('...'), toDateTime('...', 'tz'),
+            # toDateTime64('...', 3[, 'tz']): conversions ClickHouse folds.
             match = re.fullmatch(r"to([A-Z][A-Za-z0-9]*)", str(node.this))
-            inner = self.read(node.expressions[0])
-            if match is None or inner is None:
+            if match is None:
                 return None
-            return _cast_constant(inner, match.group(1))
+            arguments = [self.read(argument) for argument in node.expressions]
+            if any(argument is None for argument in arguments):
+                return None
+            type_text = _conversion_type(match.group(1), arguments[1:])
+            return None if type_text is None else _cast_constant(arguments[0], type_text)
         return None
 
     def _string_bytes(self, node: exp.Literal) -> bytes:
@@ -197,16 +249,52 @@ def _decode_clickhouse_literal(raw: str) -> bytes | None:
     return bytes(out)
 
 
+def _is_float_keyword(node: exp.Column) -> bool:
+    """``nan`` / ``inf`` / ``infinity`` unquoted: a Float64 literal, which sqlglot reads as a
+    column (verified with chdb: ``f32 = inf`` uses the index, ``f32 = nan`` is always false)."""
+    identifier = node.this
+    quoted = isinstance(identifier, exp.Identifier) and identifier.args.get("quoted")
+    return not node.table and not quoted and node.name.lower() in _FLOAT_KEYWORDS
+
+
 def _number(text: str) -> _Constant | None:
-    try:
+    """A number written in a string (``'42'``, ``'-0.5e3'``, ``'nan'``), or None."""
+    text = text.strip()
+    if _INTEGER_TEXT.fullmatch(text):
         return _Constant("int", int(text))
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return _Constant("float", value)
+    if _FLOAT_TEXT.fullmatch(text):
+        return _Constant("float", float(text))
+    return None
+
+
+def _literal_number(text: str) -> _Constant | None:
+    """A numeric SQL literal typed as ClickHouse types it (wider than 64 bits: Float64)."""
+    constant = _number(text)
+    if constant is not None and constant.kind == "int":
+        low, high = _LITERAL_INTEGERS
+        if not low <= constant.value <= high:
+            return _Constant("float", float(text))
+    return constant
+
+
+def _conversion_type(suffix: str, extra: list[_Constant]) -> str | None:
+    """The target type of ``to<suffix>(x, *extra)``: ``toDateTime64(x, 3, 'UTC')`` and so on."""
+    if not extra:
+        return suffix
+    texts = [constant.value for constant in extra]
+    if suffix == "DateTime" and len(extra) == 1 and extra[0].kind == "string":
+        return f"DateTime({_quote_type_text(texts[0])})"
+    if suffix == "DateTime64" and extra[0].kind == "int" and 0 <= texts[0] <= 9:
+        if len(extra) == 1:
+            return f"DateTime64({texts[0]})"
+        if len(extra) == 2 and extra[1].kind == "string":
+            return f"DateTime64({texts[0]}, {_quote_type_text(texts[1])})"
+    return None
+
+
+def _quote_type_text(value: bytes) -> str:
+    text = value.decode("utf-8", "replace")
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _cast_constant(constant: _Constant, type_text: str) -> _Constant | None:
@@ -217,16 +305,44 @@ def _cast_constant(constant: _Constant, type_text: str) -> _Constant | None:
         target = parse_clickhouse_type(type_text).base()
     except UnsupportedTypeError:
         return None
+    if target.name == "Float32" and constant.kind in ("int", "float", "string"):
+        # A cast rounds to the nearest Float32 (`0.1::Float32`), where a comparison refuses a
+        # lossy conversion (verified with chdb: `f32 = 0.1::Float32` uses the index).
+        value = constant.value
+        if constant.kind == "string":
+            parsed = _number(value.decode("utf-8", "replace"))
+            if parsed is None:
+                return None
+            value = parsed.value
+        with np.errstate(over="ignore"):
+            return _Constant("float", float(np.float32(float(value))))
+    if target.name in ("Date", "Date32"):
+        days = _convert_scalar(constant, target)
+        return None if days is None else _Constant("date", days)
+    if target.name == "DateTime":
+        seconds = _convert_scalar(constant, target)
+        return None if seconds is None else _Constant("datetime", (seconds, 0))
+    if target.name == "DateTime64":
+        if constant.kind == "float" and math.isfinite(constant.value):
+            # toDateTime64(1704067201.001, 3): the number as written (its shortest repr), which
+            # must be whole at the precision (verified with chdb); comparing a DateTime64 with a
+            # float is a type error instead.
+            scaled = Decimal(repr(constant.value)).scaleb(target.arguments[0])
+            if scaled != scaled.to_integral_value():
+                return None
+            constant = _Constant("datetime", (int(scaled), target.arguments[0]))
+        ticks = _convert_scalar(constant, target)
+        return None if ticks is None else _Constant("datetime", (ticks, target.arguments[0]))
     converted = _convert_scalar(constant, target)
     if converted is None:
         return None
-    if target.name in _INT_RANGES:
+    if target.name in _INT_RANGES or target.name in _WIDE_RANGES:
         return _Constant("int", converted)
     if target.name in ("Float32", "Float64"):
         return _Constant("float", converted)
     if target.name in ("String", "FixedString"):
         return _Constant("string", converted)
-    if target.name in ("Date", "Date32", "DateTime", "UUID") and constant.kind == "string":
+    if target.name in ("UUID", "IPv4", "IPv6") and constant.kind == "string":
         return constant  # valid text of the type; the comparison converts it again
     return None
 
@@ -239,8 +355,9 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
     """Convert a constant to ``target`` as ClickHouse's ``convertFieldToType`` does.
 
     Returns the value in the representation types.value_hashes reads (an int for integer-like
-    types, a float, bytes for strings, UUID text), or None where ClickHouse gets NULL (the value
-    does not fit the type) -- the index then has no atom for it.
+    types, date-times in the type's ticks, a float, bytes for strings and IPv6, UUID text), or
+    None where ClickHouse gets NULL (the value does not fit the type) or where the conversion is
+    not modelled -- the index then has no atom for it, which can only keep more granules.
     """
     name = target.name
     kind, value = constant.kind, constant.value
@@ -248,29 +365,38 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
         return None
     if kind == "bool":
         kind, value = "int", int(value)
-    if name in _INT_RANGES:
+    if name in _INT_RANGES or name in _WIDE_RANGES:
         if kind == "string":
-            parsed = _number(value.decode("utf-8", "replace").strip())
+            parsed = _number(value.decode("utf-8", "replace"))
             if parsed is None:
                 return None
             kind, value = parsed.kind, parsed.value
         if kind == "float":
+            if name in _WIDE_RANGES:
+                return None  # verified with chdb: a Float64 leaves a (U)Int128/256 index unused
             if not math.isfinite(value) or value != math.floor(value):
                 return None
             value = int(value)
         elif kind != "int":
             return None
-        low, high = _INT_RANGES[name]
+        low, high = _INT_RANGES.get(name) or _WIDE_RANGES[name]
         return value if low <= value <= high else None
     if name in ("Float32", "Float64"):
         if kind == "string":
-            parsed = _number(value.decode("utf-8", "replace").strip())
+            parsed = _number(value.decode("utf-8", "replace"))
             if parsed is None:
                 return None
+            if name == "Float32":
+                # The text is read as a Float32 (verified with chdb: `f32 = '0.1'` matches the
+                # row holding toFloat32(0.1), where `f32 = 0.1` matches none).
+                with np.errstate(over="ignore"):
+                    return float(np.float32(float(parsed.value)))
             kind, value = parsed.kind, parsed.value
         if kind not in ("int", "float"):
             return None
         as_float = float(value)
+        if math.isnan(as_float):
+            return math.nan  # hashed as ClickHouse's quiet NaN, which widens back unchanged
         if kind == "int" and int(as_float) != value:
             return None  # not exactly representable
         with np.errstate(over="ignore"):
@@ -285,27 +411,30 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
             return None
         return value.ljust(target.arguments[0], b"\0")
     if name in ("Date", "Date32"):
-        if kind != "string":
-            return None
-        try:
-            days = (date.fromisoformat(value.decode("ascii")) - date(1970, 1, 1)).days
-        except (ValueError, UnicodeDecodeError):
+        if kind == "date":
+            days = value
+        elif kind == "string":
+            try:
+                days = (date.fromisoformat(value.decode("ascii")) - date(1970, 1, 1)).days
+            except (ValueError, UnicodeDecodeError):
+                return None
+        else:
             return None
         low, high = (0, 2**16 - 1) if name == "Date" else (-25567, 120529)
         return days if low <= days <= high else None
-    if name == "DateTime":
+    if name in ("DateTime", "DateTime64"):
+        return _convert_datetime(kind, value, target)
+    if name in ("Enum8", "Enum16"):
+        # A label converts to its number and a number must be one of the values; anything else
+        # is an error in ClickHouse (UNKNOWN_ELEMENT_OF_ENUM), so no atom here.
+        if kind == "string":
+            labels = {label.encode("utf-8"): number for label, number in target.arguments}
+            return labels.get(value)
         if kind == "int":
-            return value if 0 <= value < 2**32 else None
-        if kind != "string" or (target.arguments and target.arguments[0] not in (None, "UTC")):
-            return None  # time zones other than UTC are not modelled: no atom
-        try:
-            moment = datetime.fromisoformat(value.decode("ascii"))
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        seconds = int(moment.timestamp())
-        return seconds if 0 <= seconds < 2**32 else None
+            return value if value in {number for _, number in target.arguments} else None
+        return None
+    if name in ("IPv4", "IPv6"):
+        return _convert_ip(kind, value, name)
     if name == "UUID":
         if kind != "string":
             return None
@@ -318,13 +447,142 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
     return None
 
 
+# Zones whose offset is zero at every instant: read without the time-zone database.
+_UTC_ZONES = {"UTC", "Etc/UTC", "UCT", "Etc/UCT", "GMT", "Etc/GMT", "Universal", "Zulu"}
+# 'YYYY-MM-DD' or 'YYYY-MM-DD hh:mm:ss[.fraction]' (also with 'T'): the text forms whose
+# reading is modelled here; ClickHouse accepts more (and some it reads surprisingly, such as
+# '2024-01-01 25:00:00'), which then get no atom.
+_DATETIME_TEXT = re.compile(
+    rb"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]*))?)?"
+)
+_DATETIME64_YEARS = (1900, 2299)  # the range of DateTime64 values ClickHouse keeps unclamped
+_ZONE_YEARS = (1970, 2100)  # local times of other zones are converted within these years only
+
+
+def _convert_datetime(kind: str, value: object, target: ClickHouseType) -> int | None:
+    """A constant as a ``DateTime`` (seconds) or ``DateTime64(p)`` (10**-p s) value.
+
+    Verified with chdb: a string is read in the column's time zone (the server's, UTC, when it
+    has none), its fraction truncated to the column's precision; an integer is seconds (also for
+    DateTime64); a ``DateTime``/``DateTime64`` constant is the same instant in any zone; a
+    ``Date`` is midnight in the column's zone; a float, or a DateTime64 compared with a
+    DateTime, is a type error in ClickHouse (no atom here).
+    """
+    scale = target.arguments[0] if target.name == "DateTime64" else 0
+    zone = target.arguments[1] if target.name == "DateTime64" else target.arguments[0]
+    if kind == "int":
+        ticks = value * 10**scale
+    elif kind == "string":
+        ticks = _parse_datetime_text(value, zone, scale)
+    elif kind == "date":
+        midnight = _local_seconds(datetime(1970, 1, 1) + timedelta(days=value), zone)
+        ticks = None if midnight is None else midnight * 10**scale
+    elif kind == "datetime":
+        source_ticks, source_scale = value
+        if source_scale > scale or (target.name == "DateTime" and source_scale):
+            return None
+        ticks = source_ticks * 10 ** (scale - source_scale)
+    else:
+        return None
+    if ticks is None:
+        return None
+    if target.name == "DateTime":
+        return ticks if 0 <= ticks < 2**32 else None
+    low = calendar.timegm((_DATETIME64_YEARS[0], 1, 1, 0, 0, 0)) * 10**scale
+    high = calendar.timegm((_DATETIME64_YEARS[1] + 1, 1, 1, 0, 0, 0)) * 10**scale
+    return ticks if low <= ticks < high else None
+
+
+def _parse_datetime_text(text: bytes, zone: str | None, scale: int) -> int | None:
+    """Ticks of 10**-scale s of a date-time text read in ``zone``, or None (not modelled)."""
+    match = _DATETIME_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    fields = [int(group) if group else 0 for group in match.groups()[:6]]
+    try:
+        moment = datetime(*fields)
+    except ValueError:
+        return None  # '2024-02-30': an error in ClickHouse
+    seconds = _local_seconds(moment, zone)
+    if seconds is None:
+        return None
+    fraction = (match.group(7) or b"")[:scale].ljust(scale, b"0")
+    return seconds * 10**scale + (int(fraction) if scale else 0)
+
+
+def _local_seconds(moment: datetime, zone: str | None) -> int | None:
+    """Unix seconds of a wall-clock time in ``zone`` (None: the server's zone).
+
+    A column without a zone is read in the server's zone, which is this machine's for chdb. It
+    is taken as UTC when the local zone is UTC; with any other local zone such text gets no atom
+    rather than a guess (a part from a server elsewhere: give the zone in the table's DDL).
+
+    Returns None where the answer is not certain: an unknown zone, a time a clock change skips
+    or repeats, or a year outside the range where zone offsets are converted.
+    """
+    if zone is None and not _local_zone_is_utc():
+        return None
+    if zone is None or zone in _UTC_ZONES:
+        return calendar.timegm(moment.timetuple())
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if not _ZONE_YEARS[0] <= moment.year <= _ZONE_YEARS[1]:
+        return None
+    try:
+        tzinfo = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    candidates = {int(moment.replace(tzinfo=tzinfo, fold=fold).timestamp()) for fold in (0, 1)}
+    if len(candidates) != 1:
+        return None
+    (seconds,) = candidates
+    if datetime.fromtimestamp(seconds, tzinfo).replace(tzinfo=None) != moment:
+        return None
+    return seconds
+
+
+def _local_zone_is_utc() -> bool:
+    import time
+
+    return time.timezone == 0 and time.altzone == 0 and not time.daylight
+
+
+def _convert_ip(kind: str, value: object, name: str) -> int | bytes | None:
+    """IPv4 as its number, IPv6 as its 16 network-order bytes (what chdb's Arrow holds).
+
+    Verified with chdb: IPv4 text and numbers both compare; an IPv4 text against an IPv6 column
+    is the IPv4-mapped address (``::ffff:a.b.c.d``).
+    """
+    import ipaddress
+
+    if kind == "int":
+        return value if name == "IPv4" and 0 <= value < 2**32 else None
+    if kind != "string":
+        return None
+    try:
+        address = ipaddress.ip_address(value.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if name == "IPv4":
+        return int(address) if address.version == 4 else None
+    if address.version == 4:
+        return ipaddress.IPv6Address("::ffff:" + str(address)).packed
+    return None if address.scope_id else address.packed
+
+
 def _arrow_type_for(target: ClickHouseType) -> pa.DataType:
     import pyarrow as pa
 
     name = target.name
-    if name in _INT_RANGES or name in ("Date", "Date32", "DateTime"):
-        unsigned = name.startswith("UInt") or name in ("Bool", "Date", "DateTime")
+    if name in _INT_RANGES or name in ("Date", "Date32", "DateTime", "DateTime64", "IPv4"):
+        unsigned = name.startswith("UInt") or name in ("Bool", "Date", "DateTime", "IPv4")
         return pa.uint64() if unsigned else pa.int64()
+    if name in ("Enum8", "Enum16"):
+        return pa.int64()
+    if name in _WIDE_RANGES:
+        return pa.binary(_WIDE_WIDTHS[name])
+    if name == "IPv6":
+        return pa.binary(16)
     if name in ("Float32", "Float64"):
         return pa.float64()
     if name == "UUID":
@@ -334,29 +592,60 @@ def _arrow_type_for(target: ClickHouseType) -> pa.DataType:
     return pa.binary()
 
 
-def _hash_values(
-    values: list, element_type: ClickHouseType, all_required: bool = False
-) -> np.ndarray:
-    """bloom_filter value hashes of converted constants of ClickHouse type ``element_type``.
+@dataclass(frozen=True)
+class _Values:
+    """Converted constants of one ClickHouse type, hashed when an index first probes them.
 
-    Floats hash their bit pattern, so 0.0 and -0.0 hash apart although they compare equal.
-    ClickHouse probes only the constant's own sign and loses the rows holding the other one
-    (verified with chdb: ``f = -0.0`` counts 0 rows with the index, 1 without). Here a zero is
-    probed with both signs when any value may match, and dropped when all must (hasAll).
+    Hashing waits so that the values of many atoms (an OR of 100,000 comparisons) are hashed in
+    one batch once they are merged.
     """
+
+    values: tuple
+    element_type: ClickHouseType
+    all_required: bool = False
+
+    @staticmethod
+    def concat(parts: list[_Values]) -> _Values:
+        return _Values(
+            tuple(v for part in parts for v in part.values), parts[0].element_type, False
+        )
+
+    @property
+    def hashes(self) -> np.ndarray:
+        """bloom_filter value hashes of the values.
+
+        Floats hash their bit pattern, so 0.0 and -0.0 hash apart although they compare equal.
+        ClickHouse probes only the constant's own sign and loses the rows holding the other
+        one (verified with chdb: ``f = -0.0`` counts 0 rows with the index, 1 without). Here a
+        zero is probed with both signs when any value may match, and dropped when all must
+        (hasAll).
+        """
+        cached = self.__dict__.get("_hashes")
+        if cached is None:
+            cached = _hash_values(list(self.values), self.element_type, self.all_required)
+            object.__setattr__(self, "_hashes", cached)
+        return cached
+
+
+def _hash_values(values: list, element_type: ClickHouseType, all_required: bool) -> np.ndarray:
     import pyarrow as pa
 
     from bloomskip.clickhouse.types import value_hashes
 
-    if element_type.base().name in ("Float32", "Float64"):
+    base = element_type.base()
+    if base.name in ("Float32", "Float64"):
         zeros = [v for v in values if v == 0.0]
         values = [v for v in values if v != 0.0]
         if zeros and not all_required:
             values += [0.0, -0.0]
     if not values:
         return np.empty(0, np.uint64)
-    array = pa.array(values, _arrow_type_for(element_type.base()))
-    hashes, _ = value_hashes(array, str(element_type.base()))
+    width = _WIDE_WIDTHS.get(base.name)
+    if width is not None:
+        # Two's complement, little-endian: the bytes of ClickHouse's in-memory wide integer.
+        values = [(value % 2 ** (8 * width)).to_bytes(width, "little") for value in values]
+    array = pa.array(values, _arrow_type_for(base))
+    hashes, _ = value_hashes(array, str(base))
     return hashes
 
 
@@ -369,7 +658,7 @@ class _BloomAtom:
     """A bloom_filter atom: AND over components, each any/all of its value hashes matching."""
 
     function: str  # equals, not_equals, in, not_in, has, has_any, has_all
-    components: tuple[tuple[int, np.ndarray], ...]
+    components: tuple[tuple[int, _Values], ...]
 
     @property
     def negated(self) -> bool:
@@ -383,8 +672,8 @@ class _BloomAtom:
 
     def evaluate(self, filters: _GranuleFilters) -> np.ndarray:
         result = np.ones(filters.granule_count, dtype=bool)
-        for column, hashes in self.components:
-            present = filters.hashes_present(column, hashes)  # (granules, values)
+        for column, values in self.components:
+            present = filters.hashes_present(column, values.hashes)  # (granules, values)
             if self.function == "has_all":
                 result &= present.all(axis=1)
             else:
@@ -515,11 +804,15 @@ class _GranuleFilters:
         mixed = hashing.hash128_to_64(np.repeat(values, k), np.tile(seeds, values.size))
         mixed = mixed.reshape(values.size, k)
         granules = np.flatnonzero(widths > 0)  # an empty filter proves nothing: keep the granule
-        if granules.size:
-            result[granules] = self._all_bits_set(
-                flat, granules, starts, mixed.size,
-                lambda chunk: mixed[None, :, :] % widths[chunk, None, None],
-            )  # fmt: skip
+        # Granules of equal width (equal distinct counts: the usual case) share the remainders,
+        # so the modulo runs once per width instead of once per granule.
+        group_widths, group_of = np.unique(widths[granules], return_inverse=True)
+        for group, width in enumerate(group_widths):
+            members = granules[group_of == group]
+            relative = (mixed % width)[None, :, :]
+            result[members] = self._all_bits_set(
+                flat, members, starts, mixed.size, lambda chunk, relative=relative: relative
+            )
         return result
 
     def token_sets_present(self, column: int, token_lists: list[list[bytes]]) -> np.ndarray:
@@ -664,22 +957,34 @@ def _is_useful(rpn: list[_Element]) -> bool:
 
 def _canonical(node: exp.Expression) -> str:
     """A comparable name for an expression (ClickHouse compares column names of DAG nodes)."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Paren):
-        return _canonical(node.this)
+    while isinstance(node, exp.Paren):
+        node = node.this
     if isinstance(node, exp.Column) and not node.table:
         return node.name
     return node.sql(dialect="clickhouse")
 
 
+@lru_cache(maxsize=16)
 def _parse(sql: str) -> exp.Expression:
+    """The parsed text, shared by every index a WHERE is compiled for (never modified)."""
     from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
     try:
         return parse_clickhouse(sql)
     except SQLSyntaxError as exc:
         raise ConditionError(f"cannot parse WHERE expression {sql!r}: {exc}") from exc
+
+
+@lru_cache(maxsize=4)
+def _parsed_where(sql: str) -> tuple[exp.Expression, _ConstantReader]:
+    """The tree of a WHERE and the reader of its constants, shared by every index the WHERE is
+    compiled for (the reader's memo is keyed by the nodes of exactly this tree)."""
+    return _parse(sql), _ConstantReader(sql)
+
+
+@lru_cache(maxsize=1024)
+def _canonical_text(sql: str) -> str:
+    return _canonical(_parse(sql))
 
 
 def _index_column_types(
@@ -727,15 +1032,108 @@ def compile_condition(
         >>> compile_condition("v IN (1, 2) AND w > 3", d, {"v": "UInt32"}).atom_count
         1
     """
-    tree = _parse(where)
+    from bloomskip._sql import call_deep
+
+    tree, constants = _parsed_where(where)
     types = _index_column_types(definition, column_types)
-    keys = [_canonical(_parse(expression)) for expression in definition.expressions]
+    keys = [_canonical_text(expression) for expression in definition.expressions]
     if definition.type == "bloom_filter":
-        builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types)
+        builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants)
     else:
         tokenizer = QueryTokenizer(definition.tokenizer, definition.ngram_size or 0)
-        builder = _TextRpnBuilder(where, keys, types, tokenizer)
-    return IndexCondition(where, definition, builder.build(tree))
+        builder = _TextRpnBuilder(where, keys, types, tokenizer, constants)
+    try:
+        # AND / OR / NOT are walked without recursion; what remains (an operand's own nesting,
+        # printed by sqlglot to compare it with the index expression) is as deep as the parser
+        # allows and gets a large stack when it needs one.
+        rpn = call_deep(builder.build, tree)
+    except RecursionError:
+        raise ConditionError(
+            f"WHERE expression nests too deeply to compile: {where[:80]!r}"
+        ) from None
+    return IndexCondition(where, definition, rpn)
+
+
+def check_identifiers(where: str, columns: Collection[str]) -> None:
+    """Raise ClickHouse's error for a WHERE naming a column the table does not have.
+
+    ClickHouse matches identifiers exactly (verified with chdb: ``S = '1'`` on a column ``s``
+    fails with UNKNOWN_IDENTIFIER), so a name that differs only in case is not the column.
+    Call this where every column of the table is known; :func:`compile_condition` sees only
+    the index columns and cannot tell.
+
+    Args:
+        where: The predicate.
+        columns: Every column of the table.
+
+    Raises:
+        ConditionError: The predicate does not parse, or names an unknown column.
+
+    Example:
+        >>> check_identifiers("s = 'a' AND arrayExists(x -> x = 1, arr)", ["s", "arr"])
+        >>> try:
+        ...     check_identifiers("S = 'a'", ["s"])
+        ... except ConditionError as exc:
+        ...     print(exc)
+        Unknown expression or function identifier `S`. Maybe you meant: ['s']
+    """
+    tree = _parse(where)
+    known = set(columns)
+    lambda_names = {
+        parameter.name for node in tree.find_all(exp.Lambda) for parameter in node.expressions
+    }
+    for node in tree.find_all(exp.Column):
+        name = node.name
+        if node.table or name in known or name in lambda_names or _is_float_keyword(node):
+            continue
+        if name.startswith("_"):
+            continue  # virtual columns (_part, _part_offset, ...) exist in every table
+        similar = sorted(c for c in known if c.lower() == name.lower())
+        hint = f". Maybe you meant: {similar}" if similar else ""
+        raise ConditionError(f"Unknown expression or function identifier `{name}`{hint}")
+
+
+def index_never_used_reason(index_type: str, ch_type: str) -> str | None:
+    """Why no predicate can ever use an index of ``index_type`` over a column of ``ch_type``.
+
+    Args:
+        index_type: ``"bloom_filter"``, ``"ngrambf_v1"`` or ``"tokenbf_v1"``.
+        ch_type: The ClickHouse type of one index column (an expression's type for an
+            expression index).
+
+    Returns:
+        A one-line reason, or None when some predicate can use the index. The reasons: the type
+        is one ClickHouse refuses for the index, or a text index over IPv6 (see below).
+
+    Raises:
+        ValueError: An unknown index type.
+
+    Example:
+        >>> index_never_used_reason("bloom_filter", "DateTime64(3)") is None
+        True
+        >>> index_never_used_reason("tokenbf_v1", "IPv6")[:43]
+        'a tokenbf_v1 index over IPv6 is never used:'
+    """
+    from bloomskip.clickhouse.types import (
+        UnsupportedTypeError,
+        check_bloom_filter_type,
+        check_text_type,
+    )
+
+    if index_type not in ("bloom_filter", "ngrambf_v1", "tokenbf_v1"):
+        raise ValueError(f"unknown index type {index_type!r}")
+    check = check_bloom_filter_type if index_type == "bloom_filter" else check_text_type
+    try:
+        parsed = check(ch_type)
+    except UnsupportedTypeError as exc:
+        return f"ClickHouse refuses a {index_type} index over {ch_type}: {exc}"
+    if index_type != "bloom_filter" and _element_name(parsed) == "IPv6":
+        return (
+            f"a {index_type} index over {ch_type} is never used: the rows are tokenized as 16 "
+            "raw bytes and a predicate's constant as text, so ClickHouse's own use of it loses "
+            "rows; use bloom_filter"
+        )
+    return None
 
 
 _IN_AS_COMPARISON = {"in": "equals", "globalIn": "equals", "notIn": "notEquals"}
@@ -745,11 +1143,9 @@ _INVERSE.update({"like": "notLike", "notLike": "like", "globalIn": "globalNotIn"
 _INVERSE["globalNotIn"] = "globalIn"
 
 
-def _function_of(node: exp.Expression) -> _Function | None:
-    """The ClickHouse function name and arguments of a sqlglot node, or None for non-functions."""
-    from sqlglot import exp
-
-    binary = {
+@lru_cache(maxsize=1)
+def _binary_functions() -> dict[type, str]:
+    return {
         exp.EQ: "equals",
         exp.NEQ: "notEquals",
         exp.GT: "greater",
@@ -761,9 +1157,13 @@ def _function_of(node: exp.Expression) -> _Function | None:
         exp.EndsWith: "endsWith",
         exp.RegexpLike: "match",
     }
-    for klass, name in binary.items():
-        if type(node) is klass:
-            return name, [node.this, node.expression]
+
+
+def _function_of(node: exp.Expression) -> _Function | None:
+    """The ClickHouse function name and arguments of a sqlglot node, or None for non-functions."""
+    name = _binary_functions().get(type(node))
+    if name is not None:
+        return name, [node.this, node.expression]
     if isinstance(node, exp.Like):
         return ("notLike" if node.args.get("negate") else "like"), [node.this, node.expression]
     if isinstance(node, exp.In):
@@ -781,12 +1181,103 @@ def _function_of(node: exp.Expression) -> _Function | None:
     return None
 
 
+_COMPARISONS = ("equals", "notEquals", "less", "greater", "lessOrEquals", "greaterOrEquals")
+
+
+def _literal_type(constant: _Constant) -> str | None:
+    """The ClickHouse type of a numeric literal (the smallest integer type that holds it)."""
+    if constant.kind == "float":
+        return "Float64"
+    if constant.kind != "int":
+        return None
+    value = constant.value
+    for name in ("UInt8", "UInt16", "UInt32", "UInt64") if value >= 0 else ():
+        if value <= _INT_RANGES[name][1]:
+            return name
+    for name in ("Int8", "Int16", "Int32", "Int64"):
+        if _INT_RANGES[name][0] <= value:
+            return name
+    return None
+
+
+def _strip_not(node: exp.Expression, negate: bool) -> tuple[exp.Expression, bool]:
+    """Remove parentheses and NOTs around ``node``, counting the NOTs into ``negate``."""
+    while isinstance(node, (exp.Paren, exp.Not)):
+        if isinstance(node, exp.Not):
+            negate = not negate
+        node = node.this
+    return node, negate
+
+
+def _is_logical(node: exp.Expression) -> bool:
+    return isinstance(node, (exp.And, exp.Or))
+
+
+def _is_and(node: exp.Expression) -> bool:
+    return isinstance(node, exp.And)
+
+
+def _operands(node: exp.Expression) -> list[exp.Expression]:
+    """The operands of an AND / OR chain, left to right, through nested ones of the same kind."""
+    kind = type(node)
+    operands = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        while isinstance(current, exp.Paren):
+            current = current.this
+        if type(current) is kind:
+            pending += [current.expression, current.this]
+        else:
+            operands.append(current)
+    return operands
+
+
+def _merge_any_atoms(parts: list) -> list:
+    """Merge the operands of an OR that are single positive atoms of the 'any value' kind."""
+    merged_bloom: dict[int, list[_Values]] = {}
+    text_alternatives: list = []
+    kept: list = []
+    for part in parts:
+        atom = part[0].atom if isinstance(part, list) and len(part) == 1 else None
+        if (
+            isinstance(atom, _BloomAtom)
+            and atom.function in _ANY_BLOOM
+            and len(atom.components) == 1
+        ):
+            column, values = atom.components[0]
+            merged_bloom.setdefault(column, []).append(values)
+        elif isinstance(atom, _TextAtom) and atom.function not in _NOT_ANY_TEXT:
+            text_alternatives.extend(atom.alternatives)
+        else:
+            kept.append(part)
+    merged = [
+        [_Element("atom", _BloomAtom("in", ((column, _Values.concat(values)),)))]
+        for column, values in merged_bloom.items()
+    ]
+    if text_alternatives:
+        merged.append([_Element("atom", _TextAtom("in", tuple(text_alternatives)))])
+    return merged + kept
+
+
+# Atoms whose granule mask is "any of its values is present" (one column), and text atoms that
+# are not: these cannot be merged into an IN.
+_ANY_BLOOM = ("equals", "in", "has", "has_any")
+_NOT_ANY_TEXT = ("not_equals", "not_in", "has_all")
+
+
 class _RpnBuilder:
     """WHERE tree -> RPN, with the atom extraction left to the index type."""
 
-    def __init__(self, sql: str, keys: list[str], types: list[ClickHouseType]) -> None:
+    def __init__(
+        self,
+        sql: str,
+        keys: list[str],
+        types: list[ClickHouseType],
+        constants: _ConstantReader | None = None,
+    ) -> None:
         self.sql = sql
-        self.constants = _ConstantReader(sql)
+        self.constants = constants or _ConstantReader(sql)
         self.keys = keys
         self.types = types
 
@@ -795,29 +1286,63 @@ class _RpnBuilder:
         return self.keys.index(name) if name in self.keys else None
 
     def named_key(self, text: str) -> int | None:
-        name = _canonical(_parse(text))
+        name = _canonical_text(text)
         return self.keys.index(name) if name in self.keys else None
 
     def build(self, tree: exp.Expression) -> list[_Element]:
+        """The RPN of the predicate, built without recursion over AND / OR / NOT.
+
+        sqlglot nests a chain ``a OR b OR c ...`` one level per term, so the tree is walked with
+        an explicit stack: an AND / OR is flattened into its operands (ClickHouse's RPN of an
+        n-ary AND is the same left-to-right pairing), NOT is pushed down to the atoms (De
+        Morgan) as ClickHouse does, and under an OR the positive atoms of the operands are
+        merged into one (an OR of ``x = 1``, ``x = 2`` ... probes like ``x IN (1, 2, ...)``,
+        with the same masks), so pruning time grows with the number of values only.
+        """
+        collecting = gc.isenabled()
+        # A long predicate is a tree of some million objects; the collector would walk it again
+        # and again while the atoms are allocated (half the time for 100,000 terms).
+        gc.disable()
+        try:
+            return self._build(tree)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _build(self, tree: exp.Expression) -> list[_Element]:
         rpn: list[_Element] = []
-        self._traverse(tree, rpn, negate=False)
+        # Work items: (node, negate) still to expand, or a list of elements ready to emit.
+        work: list[tuple[exp.Expression, bool] | list[_Element]] = [(tree, False)]
+        while work:
+            item = work.pop()
+            if isinstance(item, list):
+                rpn.extend(item)
+                continue
+            node, negate = _strip_not(*item)
+            if not _is_logical(node):
+                self._leaf(node, rpn, negate)
+                continue
+            is_and = _is_and(node) != negate
+            operator = _Element("and" if is_and else "or")
+            parts: list[tuple[exp.Expression, bool] | list[_Element]] = []
+            for operand in _operands(node):
+                operand, operand_negate = _strip_not(operand, negate)
+                if _is_logical(operand):
+                    parts.append((operand, operand_negate))
+                else:
+                    elements: list[_Element] = []
+                    self._leaf(operand, elements, operand_negate)
+                    parts.append(elements)
+            if not is_and:
+                parts = _merge_any_atoms(parts)
+            sequence: list[tuple[exp.Expression, bool] | list[_Element]] = [parts[0]]
+            for part in parts[1:]:
+                sequence += [part, [operator]]
+            work.extend(reversed(sequence))
         return rpn
 
-    def _traverse(self, node: exp.Expression, rpn: list[_Element], negate: bool) -> None:
-        from sqlglot import exp
-
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, (exp.And, exp.Or)):
-            # ClickHouse pushes NOT down to the atoms (De Morgan) before building the RPN.
-            is_and = isinstance(node, exp.And) != negate
-            self._traverse(node.this, rpn, negate)
-            self._traverse(node.expression, rpn, negate)
-            rpn.append(_Element("and" if is_and else "or"))
-            return
-        if isinstance(node, exp.Not):
-            self._traverse(node.this, rpn, not negate)
-            return
+    def _leaf(self, node: exp.Expression, rpn: list[_Element], negate: bool) -> None:
+        """Append the elements of one operand that is not AND / OR / NOT."""
         constant = self.constants.read(node)
         if negate and constant is not None and constant.is_numeric():
             # ClickHouse folds `NOT 0` into the constant 1 before the index sees it.
@@ -835,6 +1360,8 @@ class _RpnBuilder:
     def _append_atom(
         self, node: exp.Expression, function: _Function | None, rpn: list[_Element]
     ) -> None:
+        if function is not None:
+            self.check_typing(function)
         constant = self.constants.read(node)
         if constant is None and function is not None and self._is_empty_string_test(function):
             rpn.append(_Element("unknown"))
@@ -854,6 +1381,47 @@ class _RpnBuilder:
     def atom(self, node: exp.Expression, function: _Function) -> _AtomResult:
         """The atom for one non-logical node, ``_UNKNOWN``, or None (no atom)."""
         raise NotImplementedError
+
+    def check_typing(self, function: _Function) -> None:
+        """Raise the errors ClickHouse raises for a comparison or call, before any index use.
+
+        Verified with chdb: comparing a String / FixedString column with a number has no
+        supertype (NO_COMMON_TYPE; ``IN`` converts its elements instead, and works), and the
+        multiSearch functions take at most 255 needles. Only index columns have known types here.
+        """
+        name, arguments = function
+        if name.startswith("multiSearch") and len(arguments) == 2:
+            needles = self.constants.read(arguments[1])
+            if needles is not None and needles.kind == "array" and len(needles.value) > 255:
+                raise ConditionError(
+                    f"Number of arguments for function {name} doesn't match: passed "
+                    f"{len(needles.value)}, should be at most 255"
+                )
+        if name not in _COMPARISONS or len(arguments) != 2:
+            return
+        types = []
+        for argument in arguments:
+            constant = self.constants.read(argument)
+            if constant is not None:
+                types.append(_literal_type(constant))
+                continue
+            position = self.key_position(argument)
+            types.append(None if position is None else self.types[position])
+        # ClickHouse names the column's type without Nullable / LowCardinality (verified).
+        names = [str(t.base()) if t is not None and not isinstance(t, str) else t for t in types]
+        if None in names:
+            return
+        strings = [
+            not isinstance(t, str) and _element_name(t) in ("String", "FixedString") for t in types
+        ]
+        numbers = [isinstance(t, str) and t.startswith(("UInt", "Int", "Float")) for t in types]
+        if (strings[0] and numbers[1]) or (strings[1] and numbers[0]):
+            if any(not isinstance(t, str) and t.name == "Array" for t in types):
+                return
+            raise ConditionError(
+                f"There is no supertype for types {names[0]}, {names[1]} because some of them "
+                f"are String/FixedString/Enum and some of them are not: function {name}"
+            )
 
     def _is_empty_string_test(self, function: _Function) -> bool:
         """``s = ''`` / ``s != ''`` on a plain String or FixedString index column.
@@ -876,8 +1444,6 @@ class _RpnBuilder:
 
     def set_values(self, argument: object) -> list[_Constant] | None:
         """The explicit elements of an IN set, or None (subquery, table, non-constant)."""
-        from sqlglot import exp
-
         if argument is None:
             return None
         if isinstance(argument, tuple) and argument[0] == "set":
@@ -927,8 +1493,15 @@ class _BloomRpnBuilder(_RpnBuilder):
                 return None
             if len(values) == 1 and values[0].kind != "tuple":
                 # ClickHouse rewrites a one-element IN into a comparison (verified with chdb:
-                # `x IN (300)` on UInt8 leaves the index unused, as `x = 300` does).
-                return self._equals(_IN_AS_COMPARISON[name], left, values[0], None)
+                # `x IN (300)` on UInt8 leaves the index unused, as `x = 300` does), but its
+                # element is converted like a set's (`s IN (17)` probes '17').
+                value = values[0]
+                position = self.key_position(left)
+                if position is not None and _element_name(self.types[position]) in _TEXTS:
+                    value = _set_element_text(value)
+                    if value is None:
+                        return None
+                return self._equals(_IN_AS_COMPARISON[name], left, value, None)
             return self._in(name, left, values)
         if name in ("equals", "notEquals", "has", "mapContains", "indexOf", "hasAny", "hasAll"):
             constant = self.constants.read(right)
@@ -955,7 +1528,7 @@ class _BloomRpnBuilder(_RpnBuilder):
                 converted = _convert_scalar(constant, element_type)
                 if converted is None:
                     return None
-                return _BloomAtom("has", ((position, _hash_values([converted], element_type)),))
+                return _BloomAtom("has", ((position, _Values((converted,), element_type)),))
             if name in ("hasAny", "hasAll"):
                 if not is_array or constant.kind != "array":
                     return None
@@ -969,7 +1542,7 @@ class _BloomRpnBuilder(_RpnBuilder):
                         return None
                     converted_values.append(converted)
                 function = "has_any" if name == "hasAny" else "has_all"
-                hashes = _hash_values(converted_values, element_type, function == "has_all")
+                hashes = _Values(tuple(converted_values), element_type, function == "has_all")
                 return _BloomAtom(function, ((position, hashes),))
             if is_array:
                 return None  # ClickHouse rejects `array = constant` for this index
@@ -978,7 +1551,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             if converted is None:
                 return None
             function = "equals" if name == "equals" else "not_equals"
-            return _BloomAtom(function, ((position, _hash_values([converted], element_type)),))
+            return _BloomAtom(function, ((position, _Values((converted,), element_type)),))
         if name in ("mapContains", "has"):
             map_keys = self.named_key(f"mapKeys({_canonical(key)})")
             if map_keys is None or self.types[map_keys].name != "Array":
@@ -987,7 +1560,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             converted = _convert_scalar(constant, element_type)
             if converted is None:
                 return None
-            return _BloomAtom("has", ((map_keys, _hash_values([converted], element_type)),))
+            return _BloomAtom("has", ((map_keys, _Values((converted,), element_type)),))
         key_function = _function_of(key)
         if key_function is None:
             return None
@@ -1030,13 +1603,13 @@ class _BloomRpnBuilder(_RpnBuilder):
             converted = _convert_scalar(lookup_constant, element_type)
             if converted is None:
                 return None
-            return _BloomAtom(function, ((map_keys, _hash_values([converted], element_type)),))
+            return _BloomAtom(function, ((map_keys, _Values((converted,), element_type)),))
         if map_values is not None:
             element_type = self.types[map_values].nested.base()
             kept = _set_elements(_scalar_set(values), element_type)
             if kept is None:
                 return None
-            return _BloomAtom(function, ((map_values, _hash_values(kept, element_type)),))
+            return _BloomAtom(function, ((map_values, _Values(tuple(kept), element_type)),))
         return None
 
     def _in(self, name: str, key: exp.Expression, values: list[_Constant]) -> _AtomResult:
@@ -1050,7 +1623,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             kept = _set_elements(_scalar_set(values), element_type)
             if kept is None:
                 return None
-            return _BloomAtom(function, ((position, _hash_values(kept, element_type)),))
+            return _BloomAtom(function, ((position, _Values(tuple(kept), element_type)),))
         key_function = _function_of(key)
         if key_function is None:
             return None
@@ -1068,6 +1641,38 @@ class _BloomRpnBuilder(_RpnBuilder):
         if key_name == "arrayElement":
             return self._map_element(name, key_arguments, values)
         return None
+
+
+def _element_name(column_type: ClickHouseType) -> str:
+    """The name of a column's scalar type, under Array, Nullable and LowCardinality."""
+    while column_type.name in ("Array", "Nullable", "LowCardinality"):
+        column_type = column_type.arguments[0]
+    return column_type.name
+
+
+_TEXTS = ("String", "FixedString")
+
+
+def _like_tokens(tokens: QueryTokenizer, pattern: bytes) -> list[bytes] | None:
+    """Tokens of ``LIKE pattern``: a perfect prefix / suffix pattern is ``startsWith`` /
+    ``endsWith`` of its literal in ClickHouse (see tokenizers.like_affix)."""
+    affix = like_affix(pattern)
+    if affix is None:
+        return tokens.like_tokens(pattern)
+    is_prefix, literal = affix
+    return tokens.substring_tokens(literal, is_prefix, not is_prefix)
+
+
+def _set_element_text(constant: _Constant) -> _Constant | None:
+    """An IN set element for a String column: numbers become their text, as ClickHouse builds
+    the set in the column's type (verified with chdb: ``s IN (17, 1700)`` probes '17' and
+    '1700', where ``s = 17`` has no supertype). Returns None for anything else: a float's text
+    is not its shortest form (``s IN (18.0)`` does not probe '18'), booleans, non-scalars."""
+    if constant.kind == "string":
+        return constant
+    if constant.kind == "int":
+        return _Constant("string", str(constant.value).encode())
+    return None
 
 
 def _scalar_set(values: list[_Constant]) -> list[_Constant]:
@@ -1088,11 +1693,21 @@ def _set_elements(values: list[_Constant], element_type: ClickHouseType) -> list
     for value in values:
         if value.kind == "null":
             continue
+        if element_type.name in _TEXTS:
+            value = _set_element_text(value)
+            if value is None:
+                return None
         if value.kind in ("array", "tuple"):
             return None
         converted = _convert_scalar(value, element_type)
         if converted is None:
-            if value.kind in ("int", "float", "bool") and element_type.name in _INT_RANGES:
+            if value.kind in ("int", "float", "bool") and (
+                element_type.name in _INT_RANGES
+                or element_type.name in _WIDE_RANGES
+                or element_type.name == "Float32"
+            ):
+                # Verified with chdb: `f32 IN (0.1, 0.5)` probes 0.5 only (no Float32 equals
+                # the Float64 0.1), and `i128 IN (0, <a Float64>)` probes 0 only.
                 continue
             return None
         kept.append(converted)
@@ -1162,12 +1777,30 @@ class _TextRpnBuilder(_RpnBuilder):
     """``MergeTreeConditionBloomFilterText::extractAtomFromTree``."""
 
     def __init__(
-        self, sql: str, keys: list[str], types: list[ClickHouseType], tokenizer: QueryTokenizer
+        self,
+        sql: str,
+        keys: list[str],
+        types: list[ClickHouseType],
+        tokenizer: QueryTokenizer,
+        constants: _ConstantReader | None = None,
     ) -> None:
-        super().__init__(sql, keys, types)
+        super().__init__(sql, keys, types, constants)
         self.tokenizer = tokenizer
 
     def atom(self, node: exp.Expression, function: _Function) -> _AtomResult:
+        found = self._atom(function)
+        if isinstance(found, _TextAtom) and any(
+            _element_name(self.types[column]) == "IPv6"
+            for probes in found.alternatives
+            for column, _ in probes
+        ):
+            # An IPv6 row is tokenized as its 16 bytes and a constant as its text, so ClickHouse
+            # skips the granules holding `ip6 = '2001:db8::5'` (verified with chdb: 1 row without
+            # the index, 0 with it). bloomskip never uses a text index over IPv6.
+            return None
+        return found
+
+    def _atom(self, function: _Function) -> _AtomResult:
         name, arguments = function
         if len(arguments) != 2:
             return None
@@ -1257,8 +1890,8 @@ class _TextRpnBuilder(_RpnBuilder):
             "has": ("has", lambda: tokens.string_tokens(value)),
             "equals": ("equals", lambda: tokens.string_tokens(value)),
             "notEquals": ("not_equals", lambda: tokens.string_tokens(value)),
-            "like": ("equals", lambda: tokens.like_tokens(value)),
-            "notLike": ("not_equals", lambda: tokens.like_tokens(value)),
+            "like": ("equals", lambda: _like_tokens(tokens, value)),
+            "notLike": ("not_equals", lambda: _like_tokens(tokens, value)),
             "startsWith": ("equals", lambda: tokens.substring_tokens(value, True, False)),
             "endsWith": ("equals", lambda: tokens.substring_tokens(value, False, True)),
         }
@@ -1282,7 +1915,9 @@ class _TextRpnBuilder(_RpnBuilder):
         return None
 
     @staticmethod
-    def _single(function: str, position: int, token_list: list[bytes]) -> _TextAtom:
+    def _single(function: str, position: int, token_list: list[bytes] | None) -> _AtomResult:
+        if token_list is None:
+            return None  # a LIKE pattern ClickHouse does not use the index for
         return _TextAtom(function, (((position, tuple(token_list)),),))
 
     def _in(self, name: str, left: exp.Expression, right: object) -> _AtomResult:
@@ -1290,7 +1925,8 @@ class _TextRpnBuilder(_RpnBuilder):
         if values is None:
             return None
         left_function = _function_of(left)
-        if left_function is not None and left_function[0] == "tuple":
+        is_tuple = left_function is not None and left_function[0] == "tuple"
+        if is_tuple:
             mapping = [
                 (i, self.key_position(argument))
                 for i, argument in enumerate(left_function[1])
@@ -1312,8 +1948,13 @@ class _TextRpnBuilder(_RpnBuilder):
             if any(c.kind == "null" for c in row):
                 # A NULL element never equals a row; ClickHouse drops it from the set.
                 continue
-            if any(c.kind != "string" for c in row):
-                return None  # every set component must be a string
+            if not is_tuple:
+                row = (_set_element_text(row[0]),)
+            if any(c is None or c.kind != "string" for c in row):
+                # Every component must be a string; a number becomes its text only in a
+                # one-column set (verified with chdb: `(s, n) IN (('a', 5))` leaves the index
+                # unused, `s IN (5, 6)` probes '5' and '6').
+                return None
             kept_rows.append(row)
         alternatives = []
         for row in kept_rows:

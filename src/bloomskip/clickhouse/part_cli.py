@@ -156,6 +156,9 @@ def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict
     """
     import numpy as np
 
+    from bloomskip.clickhouse.condition import check_identifiers
+
+    check_identifiers(where, part.column_types)
     total = part.granule_count
     results = []
     for name in _selected_names(part, names):

@@ -12,8 +12,9 @@ out of the total (as ``EXPLAIN indexes = 1`` counts them) and the share of rows 
 
 ``--emit DIR`` writes ``skp_idx_<name>.idx`` and ``skp_idx_<name>.mrk2`` in ClickHouse's layout.
 ``--json`` prints ``{"rows", "data_granules", "indexes": [{"name", "type", "definition", "bytes",
-"compressed_bytes", "bits_per_row", "mean_fill_ratio", "granules_total", "predicates": [{"where",
-"granules_selected", "rows_skipped", "useful"}]}]}``.
+"compressed_bytes", "bits_per_row", "mean_fill_ratio", "granules_total", "warnings", "predicates":
+[{"where", "granules_selected", "rows_skipped", "useful"}]}]}``. An index no predicate can ever
+use (a text index over IPv6, say) is reported with a warning on stderr.
 
 Example:
     $ bloomskip clickhouse simulate logs.parquet --index "msg TYPE tokenbf_v1(10240, 3, 0)" \\
@@ -77,6 +78,7 @@ class IndexReport:
         mean_fill_ratio: Mean share of set bits over granules and index columns.
         granules_total: Data granules of the part.
         predicates: One report per ``--where``.
+        warnings: Why no predicate can ever use the index, when that is so (printed to stderr).
     """
 
     name: str
@@ -88,6 +90,7 @@ class IndexReport:
     mean_fill_ratio: float
     granules_total: int
     predicates: list[PredicateReport] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -194,6 +197,9 @@ def simulate_command(args: argparse.Namespace) -> int:
         emit=Path(args.emit) if args.emit else None,
         codec=args.codec,
     )
+    for report in reports:
+        for warning in report.warnings:
+            print(f"bloomskip: warning: index {report.name!r}: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(_as_json(table.num_rows, reports)))
     else:
@@ -313,7 +319,7 @@ def simulate(
     from tqdm import tqdm
 
     from bloomskip.clickhouse.compression import write_compressed_stream
-    from bloomskip.clickhouse.condition import compile_condition
+    from bloomskip.clickhouse.condition import compile_condition, index_never_used_reason
     from bloomskip.clickhouse.index import SkipIndex
     from bloomskip.clickhouse.marks import write_skip_index_files
     from bloomskip.clickhouse.types import clickhouse_type_for
@@ -363,6 +369,10 @@ def simulate(
             mean_fill_ratio=float(fill.mean()) if len(fill) else 0.0,
             granules_total=len(granule_rows),
         )
+        for column_type in index.index_column_types or ():
+            reason = index_never_used_reason(definition.type, str(column_type))
+            if reason is not None and reason not in report.warnings:
+                report.warnings.append(reason)
         for where in predicates:
             condition = compile_condition(where, definition, types)
             selected = index.select(where)
@@ -394,6 +404,7 @@ def _as_json(rows: int, reports: list[IndexReport]) -> dict[str, Any]:
                 "bits_per_row": r.bits_per_row,
                 "mean_fill_ratio": r.mean_fill_ratio,
                 "granules_total": r.granules_total,
+                "warnings": r.warnings,
                 "predicates": [
                     {
                         "where": p.where,

@@ -8,7 +8,8 @@ the query filter, for each kind of predicate:
 * :meth:`QueryTokenizer.string_tokens` -- ``stringToBloomFilter`` (``=``, ``IN``, ``has``,
   ``hasToken``, ``hasAny``/``hasAll``);
 * :meth:`QueryTokenizer.like_tokens` -- ``stringLikeToBloomFilter`` (``LIKE``), which drops
-  every token a wildcard touches and honours ``\\`` escapes;
+  every token a wildcard touches and honours ``\\`` escapes (a pattern with any other escape
+  is not used by ClickHouse at all, see :func:`like_pattern_is_indexable`);
 * :meth:`QueryTokenizer.substring_tokens` -- ``substringToBloomFilter`` (``startsWith``,
   ``endsWith``, ``multiSearchAny``, ``match``), which for words keeps the needle's first and last
   token only when they are known to be whole tokens of the row.
@@ -30,8 +31,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-__all__ = ["QueryTokenizer", "RegexpAnalysis", "analyze_regexp", "utf8_sequence_length"]
+__all__ = [
+    "QueryTokenizer",
+    "RegexpAnalysis",
+    "analyze_regexp",
+    "like_affix",
+    "like_pattern_is_indexable",
+    "utf8_sequence_length",
+]
 
 # SplitByNonAlpha: a token is a maximal run of ASCII letters/digits or of bytes >= 0x80 (any
 # non-ASCII byte, so UTF-8 letters stay inside tokens); every other ASCII byte separates.
@@ -65,6 +74,87 @@ def utf8_sequence_length(first_byte: int) -> int:
         return 4
     # 0xF8..0xFF: ClickHouse's table continues with 5- and 6-byte forms (obsolete UTF-8).
     return 5 if first_byte < 0xFC else 6
+
+
+def like_pattern_is_indexable(pattern: bytes) -> bool:
+    """Whether ClickHouse uses a text index for ``LIKE pattern`` at all.
+
+    In a LIKE pattern (the bytes after SQL string-literal unescaping) ``\\%``, ``\\_`` and
+    ``\\\\`` are escaped literals; a backslash before any other byte is a literal backslash
+    followed by that byte (``'C:\\Users' LIKE '%\\U%'`` is true), and a trailing backslash makes
+    the query fail. ClickHouse 26.9 leaves the ``ngrambf_v1`` / ``tokenbf_v1`` index out of
+    ``EXPLAIN indexes = 1`` for every pattern with such a backslash (verified with chdb for
+    ``LIKE``, ``NOT LIKE`` and ``like(...)``), so no tokens are derived from it: its tokenizer
+    would drop the backslash and probe tokens the row does not hold.
+
+    Args:
+        pattern: The pattern's bytes.
+
+    Returns:
+        False when a backslash is followed by anything but ``%``, ``_`` or a backslash, or ends
+        the pattern.
+
+    Example:
+        >>> like_pattern_is_indexable(b"%a\\%b%"), like_pattern_is_indexable(b"%\\Users%")
+        (True, False)
+    """
+    position = pattern.find(b"\\")
+    while position >= 0:
+        following = pattern[position + 1 : position + 2]
+        if following not in (b"%", b"_", b"\\"):
+            return False
+        position = pattern.find(b"\\", position + 2)
+    return True
+
+
+def like_affix(pattern: bytes) -> tuple[bool, bytes] | None:
+    """The literal of a LIKE pattern that is a perfect prefix (``'abc%'``) or suffix (``'%abc'``).
+
+    ClickHouse 26.9 rewrites such a ``LIKE`` into ``startsWith`` / ``endsWith`` of the literal
+    before any index sees it (verified with chdb: ``s LIKE 'C:\\Users%'`` probes the n-grams of
+    ``C:\\Users`` with its backslash, where ``s LIKE '%C:\\Users%'`` uses no index). In the
+    literal ``\\%``, ``\\_`` and ``\\\\`` are the escaped characters and a backslash before
+    anything else stays a backslash.
+
+    Args:
+        pattern: The pattern's bytes.
+
+    Returns:
+        ``(is_prefix, literal)``: True with the literal for ``literal%`` (any number of final
+        ``%``), False for ``%literal``; None for any other pattern (another wildcard, both ends,
+        none, a trailing backslash).
+
+    Example:
+        >>> like_affix(b"C:%"), like_affix(b"%%a"), like_affix(b"%a%"), like_affix(b"a_%")
+        ((True, b'C:'), (False, b'a'), None, None)
+    """
+    units: list[bytes | None] = []  # None stands for an unescaped %
+    position = 0
+    while position < len(pattern):
+        byte = pattern[position]
+        if byte == _BACKSLASH:
+            following = pattern[position + 1 : position + 2]
+            if not following:
+                return None
+            units.append(following if following in (b"%", b"_", b"\\") else b"\\" + following)
+            position += 2
+        elif byte == ord("_"):
+            return None
+        else:
+            units.append(None if byte == ord("%") else bytes((byte,)))
+            position += 1
+    wildcards = [i for i, unit in enumerate(units) if unit is None]
+    if (
+        not wildcards
+        or None not in (units[0], units[-1])
+        or (units[0] is None) == (units[-1] is None)
+    ):
+        return None
+    is_prefix = units[-1] is None
+    literal = units[: wildcards[0]] if is_prefix else units[wildcards[-1] + 1 :]
+    if None in literal or len(literal) + len(wildcards) != len(units):
+        return None
+    return is_prefix, b"".join(literal)
 
 
 def _is_separator(byte: int) -> bool:
@@ -137,21 +227,33 @@ class QueryTokenizer:
             if (match.start() > 0 or is_prefix) and (match.end() < length or is_suffix)
         ]
 
-    def like_tokens(self, pattern: bytes) -> list[bytes]:
+    def like_tokens(self, pattern: bytes) -> list[bytes] | None:
         """Tokens a ``LIKE`` pattern requires (``stringLikeToBloomFilter``).
 
         Args:
             pattern: The pattern's bytes (after SQL string-literal unescaping).
 
         Returns:
-            The tokens every matching row must contain.
+            The tokens every matching row must contain, or None when ClickHouse does not use
+            the index for this pattern (see :func:`like_pattern_is_indexable`).
         """
+        if not like_pattern_is_indexable(pattern):
+            return None
         if self.kind == "token":
             return _like_words(pattern)
         return _like_ngrams(pattern, self.n)
 
     def _ngram_spans(self, data: bytes) -> list[tuple[int, int]]:
         """(start, end) of every window of n code points, as ``NgramsTokenizer::nextInString``."""
+        if len(data) > 64 and _is_utf8(data):
+            # Valid UTF-8: every lead byte announces its own length, so the code points start
+            # exactly at the non-continuation bytes and the windows follow without a byte loop.
+            import numpy as np
+
+            codes = np.frombuffer(data, np.uint8)
+            starts = np.flatnonzero((codes & 0xC0) != 0x80)
+            bounds = np.append(starts, len(data)).tolist()
+            return list(zip(bounds[: len(starts) - self.n + 1], bounds[self.n :], strict=True))
         spans = []
         length = len(data)
         position = 0
@@ -167,6 +269,14 @@ class QueryTokenizer:
             spans.append((position, min(end, length)))
             position += utf8_sequence_length(data[position])
         return spans
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _like_words(pattern: bytes) -> list[bytes]:
@@ -281,10 +391,13 @@ class _Literal:
 
 
 _CASE_INSENSITIVE_FLAG = re.compile(rb"\(\?[-imsUu]*i")
+_MAX_ALTERNATIVES = 4096  # verified with chdb: 3,000 top-level alternatives are still used
 _MIN_REQUIRED_LENGTH = 3  # MIN_LENGTH_FOR_STRSTR: shorter top-level literals are not used
 _IGNORED_LITERALS = (b"://", b"http://", b"www", b"Windows ")  # ClickHouse's web-analytics hack
 _ESCAPED_LITERALS = frozenset(b"|()^$.[]?*+-{}/")
 _FLAG_CHARS = frozenset(b"-imsUu")
+# Characters the analysis treats as ordinary wherever they are (the others are handled one by one).
+_ORDINARY_RUN = re.compile(rb"[^\x00\\|()\[\]{}^$.+?*]+")
 # Escapes whose argument follows the letter (\x41, \pL, \p{Greek}, \123, \Q...\E, \C).
 _MULTI_CHAR_ESCAPES = frozenset(b"xpPQEC0123456789")
 
@@ -361,6 +474,16 @@ class _RegexpAnalyzer:
         in_curly = False
         in_square = False
         while position != end:
+            run = _ORDINARY_RUN.match(pattern, position)
+            if run is not None:
+                # A run of ordinary characters at once: each one is appended to the current
+                # literal (at the top level, outside {} and []) and nothing else changes.
+                if depth == 0 and not in_curly and not in_square:
+                    if not substrings[-1][0]:
+                        substrings[-1][1] = state["prefix"]
+                    substrings[-1][0] += run.group()
+                position = run.end()
+                continue
             char = pattern[position]
             ordinary = False
             if char == 0:
@@ -569,6 +692,31 @@ class _RegexpAnalyzer:
         return position
 
 
+@lru_cache(maxsize=64)
+def _analyze(pattern: bytes) -> tuple[bytes, tuple[bytes, ...], bool]:
+    """The analysis as an immutable tuple, computed once per pattern for all its indexes."""
+    from bloomskip._sql import call_deep
+
+    required = _Literal()
+    alternatives: list[_Literal] = []
+    analyzer = _RegexpAnalyzer(pattern)
+    if _CASE_INSENSITIVE_FLAG.search(pattern):
+        # ClickHouse skips the required substring under (?i) but still uses group alternatives,
+        # which are case-sensitive literals: unsound, so we use nothing.
+        return b"", (), False
+    if pattern.count(b"|") > _MAX_ALTERNATIVES:
+        return b"", (), False  # the analysis is quadratic in the alternatives: no atom
+    try:
+        # One level of recursion per alternative and per group: a large stack when needed.
+        _, trivial = call_deep(analyzer.analyze, 0, required, alternatives)
+    except RecursionError:
+        # ClickHouse's own analyze gives up (and so the index is unused) on a stack overflow.
+        return b"", (), False
+    if analyzer.unsound:
+        return b"", (), False
+    return bytes(required.text), tuple(bytes(literal.text) for literal in alternatives), trivial
+
+
 def analyze_regexp(pattern: bytes) -> RegexpAnalysis:
     """Extract the literals a regular expression requires, as ClickHouse's ``analyze`` does.
 
@@ -587,22 +735,7 @@ def analyze_regexp(pattern: bytes) -> RegexpAnalysis:
         >>> analyze_regexp(b"x+hello.*").required_substring
         b'hello'
     """
-    required = _Literal()
-    alternatives: list[_Literal] = []
-    analyzer = _RegexpAnalyzer(pattern)
-    if _CASE_INSENSITIVE_FLAG.search(pattern):
-        # ClickHouse skips the required substring under (?i) but still uses group alternatives,
-        # which are case-sensitive literals: unsound, so we use nothing.
-        return RegexpAnalysis()
-    try:
-        _, trivial = analyzer.analyze(0, required, alternatives)
-    except RecursionError:
-        # ClickHouse's own analyze gives up (and so the index is unused) on a stack overflow.
-        return RegexpAnalysis()
-    if analyzer.unsound:
-        return RegexpAnalysis()
+    required, alternatives, trivial = _analyze(pattern)
     return RegexpAnalysis(
-        required_substring=bytes(required.text),
-        alternatives=[bytes(literal.text) for literal in alternatives],
-        is_trivial=trivial,
+        required_substring=required, alternatives=list(alternatives), is_trivial=trivial
     )
