@@ -275,3 +275,74 @@ def test_v2_overlapping_sections_are_a_format_error() -> None:
     with pytest.raises(FormatError, match="gap or overlap") as caught:
         decode_sidecar(_reseal_v2({**header, "payload_length": 4}, b"abcd"), "crafted")
     assert caught.value.field == "payloads"
+
+
+@pytest.mark.parametrize(
+    ("literal", "why"),
+    [
+        ("9" * 5000, "5000 digits"),  # json.loads alone raises a plain ValueError here
+        ("-" + "1" * 4301, "4302 digits"),
+        ("1" * 21, "21 digits"),
+        (str(2**63), "files[0]"),  # 19 digits, but no 64-bit count
+    ],
+)
+def test_a_header_integer_beyond_64_bits_is_a_format_error(literal: str, why: str) -> None:
+    header = {"granule": "row-group", "indexes": [GOOD_INDEX], "files": [GOOD_FILE]}
+    text = json.dumps(header).replace('"mtime_ns": 2', f'"mtime_ns": {literal}')
+    assert literal in text
+    body = struct.pack("<8sHHI", MAGIC, 1, 0, len(text)) + text.encode() + b"abcd"
+    body += struct.pack("<Q", 4)
+    with pytest.raises(FormatError) as caught:
+        decode_sidecar(body + hashlib.sha256(body).digest(), "crafted")
+    assert why in str(caught.value) or caught.value.field == why
+    assert caught.value.source == "crafted"
+
+
+def _plant_huge_integer(sidecar_path: Path) -> None:
+    """Rewrite a real version-2 sidecar's header with a 5000-digit mtime, checksum resealed."""
+    encoded = sidecar_path.read_bytes()
+    (header_length,) = struct.unpack_from("<I", encoded, 12)
+    header = json.loads(encoded[16 : 16 + header_length])
+    payload = encoded[16 + header_length + 32 :]
+    text = json.dumps(header, separators=(",", ":"))
+    mtime = f'"mtime_ns":{header["files"][0]["mtime_ns"]}'
+    text = text.replace(mtime, '"mtime_ns":' + "7" * 5000, 1).encode()
+    prefix = struct.pack("<8sHHI", MAGIC, 2, 0, len(text)) + text
+    sidecar_path.write_bytes(prefix + hashlib.sha256(prefix).digest() + payload)
+
+
+def test_cli_query_scans_and_build_replaces_a_sidecar_with_a_huge_integer(
+    tmp_path: Path, dataset_dir: Path, capsys
+) -> None:
+    """``bloomskip query`` warns, scans and exits 0; ``index build`` writes a new sidecar."""
+    import shutil
+
+    import pyarrow.dataset as ds
+    from dataset_fixtures import INDEXES
+
+    from bloomskip.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(dataset_dir, data)
+    build = ["index", "build", str(data), "--no-progress"]
+    for definition in INDEXES:
+        build += ["--index", definition]
+    assert main(build) == 0
+    sidecar_path = data / "_bloomskip.index"
+    _plant_huge_integer(sidecar_path)
+    capsys.readouterr()
+    query = ["query", str(data), "--where", "k = 13", "--select", "id", "--format", "json"]
+    assert main(query) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.strip().splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith("bloomskip: warning: index ignored")
+    assert "5000 digits" in warnings[0]
+    got = sorted(json.loads(line)["id"] for line in captured.out.splitlines())
+    table = ds.dataset(sorted(data.glob("*.parquet"))).to_table(filter=ds.field("k") == 13)
+    assert got == sorted(table.column("id").to_pylist()) and got
+    # The build replaces it (keeping the definitions it cannot read means naming them again).
+    assert main(build) == 0
+    assert "3 (re)indexed" in capsys.readouterr().out
+    assert len(read_sidecar(sidecar_path).files) == 3
+    assert main(query) == 0
+    assert capsys.readouterr().err == ""

@@ -16,13 +16,20 @@ checksum); decoding unwraps the codecs in reverse order.
 Reading (every block's checksum is verified; bad bytes raise :class:`~bloomskip.errors.FormatError`
 naming the source, field and offset)::
 
-    iter_blocks(data, source="") -> Iterator[CompressedBlock]
+    iter_blocks(data, source="", limit=None) -> Iterator[CompressedBlock]
         # CompressedBlock(offset, method, compressed_size, data): offset of the block (its checksum)
         # in the file, method byte, compressed_size as stored in the header, decompressed bytes
-    read_compressed_stream(data, source="") -> bytes          # all blocks, concatenated
-    read_compressed_stream_with_blocks(data, source="") -> DecompressedStream
+    read_compressed_stream(data, source="", limit=None) -> bytes      # all blocks, concatenated
+    read_compressed_stream_with_blocks(data, source="", limit=None) -> DecompressedStream
         # .data, .block_offsets (file offset of every block), .block_starts (where each block's
         # bytes begin in .data); resolves a mark (block offset, offset in block) to a position
+
+Decoding is bounded: ``limit`` is the most the whole stream may decode to (what the caller can
+expect: granules x the largest possible granule, records x record size), at most
+:data:`MAX_STREAM_SIZE`, and :data:`DEFAULT_STREAM_LIMIT` when the caller cannot say. A block
+whose declared size does not fit what is left is refused before anything is allocated for it,
+and ZSTD frames are decoded in bounded chunks, so memory follows the bytes really produced, never
+a size some header claims (a compression bomb costs at most ``limit``).
 
 Writing, the way ClickHouse writes a skip index (a new block starts only at a granule boundary, once
 the pending block holds at least ``min_block_size`` bytes; a full ``max_block_size`` buffer is
@@ -84,6 +91,16 @@ MAX_BLOCK_SIZE = 1 << 30
 #: An LZ4 sequence expands at most ~255x; a larger claimed ratio is corruption, and refusing it
 #: bounds the output buffer we allocate by the bytes actually present.
 LZ4_MAX_RATIO = 255
+#: No stream decodes to more than this, whatever its caller allows. ZSTD has no ratio cap like
+#: LZ4's (a 32 KB frame of RLE blocks legally decodes to 1 GiB), so the total is what bounds it.
+MAX_STREAM_SIZE = 1 << 30
+#: The bound of a stream whose caller passes no ``limit`` (callers that know more pass it).
+DEFAULT_STREAM_LIMIT = 16 << 20
+#: ZSTD output is produced in pieces of at most this size, so memory grows with real output only.
+_ZSTD_CHUNK = 1 << 20
+#: Windows up to this are accepted from any frame (zstd's streaming compressors declare up to
+#: 8 MiB at level 19); above it, a frame may not declare a window larger than its own output.
+_ZSTD_WINDOW_FLOOR = 8 << 20
 
 DEFAULT_MIN_COMPRESS_BLOCK_SIZE = 65536
 DEFAULT_MAX_COMPRESS_BLOCK_SIZE = 1048576
@@ -270,33 +287,7 @@ def _decode_payload(
                 f"corrupt LZ4 payload: {exc}", field="payload", offset=offset + 9, source=source
             ) from None
     elif method == METHOD_ZSTD:
-        import zstandard
-
-        try:
-            declared = zstandard.frame_content_size(payload)
-        except zstandard.ZstdError as exc:
-            raise FormatError(
-                f"corrupt ZSTD frame header: {exc}",
-                field="payload",
-                offset=offset + 9,
-                source=source,
-            ) from None
-        # Check the frame's own size claim before zstandard allocates a buffer that large.
-        if declared >= 0 and declared != decompressed_size:
-            raise FormatError(
-                f"ZSTD frame declares {declared} bytes, the block header {decompressed_size}",
-                field="decompressed_size",
-                offset=offset + 5,
-                source=source,
-            )
-        try:
-            out = zstandard.ZstdDecompressor().decompress(
-                payload, max_output_size=decompressed_size
-            )
-        except zstandard.ZstdError as exc:
-            raise FormatError(
-                f"corrupt ZSTD payload: {exc}", field="payload", offset=offset + 9, source=source
-            ) from None
+        out = _decode_zstd(payload, decompressed_size, source=source, offset=offset)
     elif method == METHOD_MULTIPLE and depth == 0:
         out = _decode_multiple(payload, decompressed_size, source=source, offset=offset)
     else:
@@ -317,6 +308,46 @@ def _decode_payload(
             source=source,
         )
     return out
+
+
+def _decode_zstd(payload: memoryview, decompressed_size: int, *, source: str, offset: int) -> bytes:
+    """Decode a ZSTD payload into at most ``decompressed_size + 1`` bytes, chunk by chunk.
+
+    Neither the block header's size nor the frame's content size is handed to the decoder as a
+    buffer size: a frame without a content size would make that buffer the header's claim, and a
+    frame with one can still hold much less than it says. The window is capped too (it is what a
+    streaming decoder allocates): a frame never needs a window above its own output.
+    """
+    import zstandard
+
+    try:
+        declared = zstandard.frame_content_size(payload)
+    except zstandard.ZstdError as exc:
+        raise FormatError(
+            f"corrupt ZSTD frame header: {exc}", field="payload", offset=offset + 9, source=source
+        ) from None
+    # A size claim that disagrees with the header is refused before decoding anything.
+    if declared >= 0 and declared != decompressed_size:
+        raise FormatError(
+            f"ZSTD frame declares {declared} bytes, the block header {decompressed_size}",
+            field="decompressed_size",
+            offset=offset + 5,
+            source=source,
+        )
+    window = max(_ZSTD_WINDOW_FLOOR, 1 << (decompressed_size - 1).bit_length())
+    out = bytearray()
+    try:
+        reader = zstandard.ZstdDecompressor(max_window_size=window).stream_reader(payload)
+        while len(out) <= decompressed_size:
+            chunk = reader.read(min(_ZSTD_CHUNK, decompressed_size + 1 - len(out)))
+            if not chunk:
+                break
+            out += chunk
+    except zstandard.ZstdError as exc:
+        raise FormatError(
+            f"corrupt ZSTD payload: {exc}", field="payload", offset=offset + 9, source=source
+        ) from None
+    return bytes(out)
 
 
 def _decode_multiple(
@@ -359,7 +390,10 @@ def _decode_multiple(
                 offset=stage_offset + 1,
                 source=source,
             )
-        if usize > MAX_BLOCK_SIZE or (stage == 0 and usize != decompressed_size):
+        # An inner stage holds the next codec's output: a little more than the block at worst
+        # (LZ4 and ZSTD grow incompressible bytes by under 1%), so this bounds every stage by
+        # what the block itself may decode to.
+        if usize > 2 * decompressed_size + 4096 or (stage == 0 and usize != decompressed_size):
             raise FormatError(
                 f"Multiple codec stage {stage} claims {usize} decompressed bytes"
                 + (f", the block {decompressed_size}" if stage == 0 else ""),
@@ -428,8 +462,32 @@ def _verify_and_decode(
     return CompressedBlock(offset, method, csize, decoded)
 
 
+def stream_limit(limit: int | None = None) -> int:
+    """The bound a stream is decoded under: ``limit`` clipped to :data:`MAX_STREAM_SIZE`.
+
+    Args:
+        limit: What the caller can expect the stream to decode to at most; None when it cannot
+            say (then :data:`DEFAULT_STREAM_LIMIT`).
+
+    Returns:
+        The bound in bytes.
+
+    Raises:
+        ValueError: a negative limit.
+
+    Example:
+        >>> stream_limit(10), stream_limit(1 << 40) == MAX_STREAM_SIZE
+        (10, True)
+    """
+    if limit is None:
+        return DEFAULT_STREAM_LIMIT
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    return min(int(limit), MAX_STREAM_SIZE)
+
+
 def iter_blocks(
-    data: bytes | bytearray | memoryview | BinaryIO, source: str = ""
+    data: bytes | bytearray | memoryview | BinaryIO, source: str = "", *, limit: int | None = None
 ) -> Iterator[CompressedBlock]:
     """Decode a compressed stream block by block, verifying every checksum.
 
@@ -437,39 +495,63 @@ def iter_blocks(
         data: The file's bytes, or a binary file opened for reading (then read block by block,
             so that only one compressed block is in memory at a time).
         source: File name used in error messages.
+        limit: The most the whole stream may decode to (see :func:`stream_limit`); a block that
+            would pass it is refused before it is decoded.
 
     Returns:
         An iterator of :class:`CompressedBlock`.
 
     Raises:
         FormatError: a truncated header or payload, a checksum mismatch, a size field out of
-            range, an unknown method, or a payload that does not decode to the declared size.
+            range, an unknown method, a payload that does not decode to the declared size, or a
+            stream that decodes to more than ``limit``.
 
     Example:
         >>> [b.data for b in iter_blocks(compress_block(b"hi", "LZ4"))]
         [b'hi']
     """
+    budget = stream_limit(limit)
     if hasattr(data, "read"):
-        yield from _iter_file_blocks(data, source)
+        yield from _iter_file_blocks(data, source, budget)
         return
     view = memoryview(data).cast("B")
     total = len(view)
     offset = 0
+    decoded = 0
     while offset < total:
         if total - offset < CHECKSUM_SIZE + HEADER_SIZE:
             raise _truncated_header(total - offset, offset, source)
         header_at = offset + CHECKSUM_SIZE
         method, csize, usize = _HEADER.unpack_from(view, header_at)
         _check_header(method, csize, usize, header_at, source)
+        _check_budget(usize, decoded, budget, header_at, source)
         end = header_at + csize
         if end > total:
             raise _truncated_block(csize, total - header_at, header_at, source)
         yield _verify_and_decode(view[offset:header_at], view[header_at:end], offset, source)
+        decoded += usize
         offset = end
 
 
-def _iter_file_blocks(handle: BinaryIO, source: str) -> Iterator[CompressedBlock]:
+def _check_budget(usize: int, decoded: int, budget: int, header_at: int, source: str) -> None:
+    """Refuse a block that would take the stream past its bound, before decoding it.
+
+    A block decodes to exactly its declared size or is refused, so checking the declared size
+    bounds the memory that decoding may take.
+    """
+    if usize > budget - decoded:
+        raise FormatError(
+            f"block declares {usize} decompressed bytes after {decoded}, more than the {budget} "
+            f"this stream can hold",
+            field="decompressed_size",
+            offset=header_at + 5,
+            source=source,
+        )
+
+
+def _iter_file_blocks(handle: BinaryIO, source: str, budget: int) -> Iterator[CompressedBlock]:
     offset = 0
+    decoded = 0
     while True:
         head = handle.read(CHECKSUM_SIZE + HEADER_SIZE)
         if not head:
@@ -479,6 +561,7 @@ def _iter_file_blocks(handle: BinaryIO, source: str) -> Iterator[CompressedBlock
         header_at = offset + CHECKSUM_SIZE
         method, csize, usize = _HEADER.unpack_from(head, CHECKSUM_SIZE)
         _check_header(method, csize, usize, header_at, source)
+        _check_budget(usize, decoded, budget, header_at, source)
         # One block is read at a time, and only once its sizes passed the checks above.
         body = bytearray(head[CHECKSUM_SIZE:])
         rest = handle.read(csize - HEADER_SIZE)
@@ -486,17 +569,19 @@ def _iter_file_blocks(handle: BinaryIO, source: str) -> Iterator[CompressedBlock
         if len(body) < csize:
             raise _truncated_block(csize, len(body), header_at, source)
         yield _verify_and_decode(head[:CHECKSUM_SIZE], memoryview(body), offset, source)
+        decoded += usize
         offset = header_at + csize
 
 
 def read_compressed_stream_with_blocks(
-    data: bytes | bytearray | memoryview | BinaryIO, source: str = ""
+    data: bytes | bytearray | memoryview | BinaryIO, source: str = "", *, limit: int | None = None
 ) -> DecompressedStream:
     """Decode a whole compressed stream and record where every block starts.
 
     Args:
         data: The file's bytes, or a binary file opened for reading (read block by block).
         source: File name used in error messages.
+        limit: The most the stream may decode to (see :func:`iter_blocks`).
 
     Returns:
         A :class:`DecompressedStream` (its ``data`` is ``bytes``, built without holding the
@@ -517,7 +602,7 @@ def read_compressed_stream_with_blocks(
     methods: list[int] = []
     starts = [0]
     end = 0
-    for block in iter_blocks(data, source):
+    for block in iter_blocks(data, source, limit=limit):
         out.write(block.data)
         offsets.append(block.offset)
         methods.append(block.method)
@@ -533,12 +618,15 @@ def read_compressed_stream_with_blocks(
     )
 
 
-def read_compressed_stream(data: bytes | bytearray | memoryview, source: str = "") -> bytes:
+def read_compressed_stream(
+    data: bytes | bytearray | memoryview, source: str = "", *, limit: int | None = None
+) -> bytes:
     """Decode every block of a compressed stream (checksums verified) and concatenate them.
 
     Args:
         data: The file's bytes.
         source: File name used in error messages.
+        limit: The most the stream may decode to (see :func:`iter_blocks`).
 
     Returns:
         The decompressed bytes.
@@ -550,7 +638,7 @@ def read_compressed_stream(data: bytes | bytearray | memoryview, source: str = "
         >>> read_compressed_stream(compress_block(b"abc", "ZSTD"))
         b'abc'
     """
-    return b"".join(block.data for block in iter_blocks(data, source))
+    return read_compressed_stream_with_blocks(data, source, limit=limit).data
 
 
 def compress_block(raw: bytes | bytearray | memoryview, codec: str = "LZ4") -> bytes:

@@ -23,8 +23,8 @@ version 1, ``u64 uncompressed size``; then the members' bytes, identical to the 
 API::
 
     MarksFormat.from_name("skp_idx_i.cmrk2")   # -> MarksFormat(kind=".mrk2", compressed=True)
-    read_marks(data, fmt, source="", substreams=1) -> Marks   # .block_offset / .offset_in_block
-                                                               # (N, S) uint64, .rows (N,) or None
+    read_marks(data, fmt, source="", substreams=1, max_records=None) -> Marks
+        # .block_offset / .offset_in_block (N, S) uint64, .rows (N,) or None
     write_marks(block_offsets, offsets_in_block, fmt, rows=None, codec="ZSTD(3)") -> bytes
     PackedArchive.parse(data, source="")       # .members {name: PackedMember}, .read(name)
     write_skip_index_files(directory, name, granules, codec="LZ4", marks_extension=".mrk2")
@@ -137,6 +137,7 @@ def read_marks(
     fmt: MarksFormat,
     source: str = "",
     substreams: int = 1,
+    max_records: int | None = None,
 ) -> Marks:
     """Decode a marks file.
 
@@ -146,12 +147,16 @@ def read_marks(
         source: File name used in error messages.
         substreams: Offset pairs per record: 1 for skip-index marks and Wide column marks, the
             number of substreams (``.mrk4``) or columns (``.mrk3``) for Compact data marks.
+        max_records: The most records the caller can expect; compressed marks are decoded under
+            ``max_records * record size`` bytes (see :func:`compression.iter_blocks`), so a
+            compression bomb is refused before it is decoded. None: the default stream bound.
 
     Returns:
         The marks.
 
     Raises:
-        FormatError: a corrupt compressed stream, or a size that is not a whole number of records.
+        FormatError: a corrupt compressed stream (or compressed marks decoding to more than
+            ``max_records`` records), or a size that is not a whole number of records.
 
     Example:
         >>> read_marks(bytes(16), MarksFormat(".mrk")).rows is None
@@ -159,8 +164,9 @@ def read_marks(
     """
     if substreams < 1:
         raise ValueError(f"substreams must be >= 1, got {substreams}")
-    raw = compression.read_compressed_stream(data, source) if fmt.compressed else data
     record = fmt.record_size(substreams)
+    limit = None if max_records is None else max_records * record
+    raw = compression.read_compressed_stream(data, source, limit=limit) if fmt.compressed else data
     if len(raw) % record:
         raise FormatError(
             f"{len(raw)} bytes of {fmt.extension} marks is not a whole number of {record}-byte "

@@ -249,7 +249,10 @@ class Part:
         marks_file = self._data_marks_file()
         fmt = MarksFormat.from_name(marks_file.name)
         substreams = self._compact_substreams(fmt) if self.part_type == "Compact" else 1
-        marks = read_marks(marks_file.read_bytes(), fmt, str(marks_file), substreams)
+        # Every granule holds at least one row, and adaptive marks end with one more of 0 rows.
+        marks = read_marks(
+            marks_file.read_bytes(), fmt, str(marks_file), substreams, max_records=self.rows + 1
+        )
         if marks.rows is None:
             granularity = self._index_granularity()
             count = len(marks)
@@ -389,8 +392,8 @@ class Part:
             column_types = definition.index_column_types(self.column_types)
         except ValueError as exc:
             raise PartError(str(exc)) from exc
-        marks = read_marks(marks_bytes, marks_format, marks_source)
         expected = -(-self.granule_count // definition.granularity)
+        marks = read_marks(marks_bytes, marks_format, marks_source, max_records=expected)
         if len(marks) != expected:
             raise FormatError(
                 f"{len(marks)} index marks, but {self.granule_count} data granules at "
@@ -399,14 +402,19 @@ class Part:
                 offset=min(len(marks), expected) * marks_format.record_size(),
                 source=marks_source,
             )
+        limit = _max_index_bytes(definition, column_types, self.granule_rows)
         if isinstance(idx, Path):
             # Read block by block: the compressed file is never held whole in memory.
             with idx.open("rb") as handle:
-                stream = compression.read_compressed_stream_with_blocks(handle, idx_source)
+                stream = compression.read_compressed_stream_with_blocks(
+                    handle, idx_source, limit=limit
+                )
         else:
-            stream = compression.read_compressed_stream_with_blocks(idx, idx_source)
             archive = self._archive()
             member = archive.members[f"skp_idx_{escape_for_file_name(name)}.idx"]
+            if member.uncompressed_size:
+                limit = min(limit, member.uncompressed_size)
+            stream = compression.read_compressed_stream_with_blocks(idx, idx_source, limit=limit)
             # Version 1 archives record the decoded size (0 = not recorded).
             if member.uncompressed_size and member.uncompressed_size != len(stream.data):
                 raise FormatError(
@@ -476,6 +484,32 @@ class Part:
                 source=marks_source,
             )
         return starts
+
+
+def _max_index_bytes(
+    definition: IndexDefinition, column_types: tuple[str, ...], granule_rows: np.ndarray
+) -> int:
+    """The most bytes index ``definition``'s ``.idx`` stream can decode to in this part.
+
+    A text index granule is ``size_bytes`` per column. A bloom_filter granule is a VarUInt (at
+    most 10 bytes) and per column ``bits_per_row`` bits per distinct value; a scalar column has at
+    most one distinct value per row of the index granule. An ``Array`` or ``Map`` column has one
+    value per element, which the part's row counts do not bound: there only the global stream
+    cap (:data:`compression.MAX_STREAM_SIZE`) applies.
+    """
+    columns = len(column_types)
+    granules = -(-len(granule_rows) // definition.granularity)
+    if definition.type != "bloom_filter":
+        return granules * columns * definition.size_bytes
+    if any("Array(" in text or "Map(" in text for text in column_types):
+        return compression.MAX_STREAM_SIZE
+    if not granules:
+        return 0
+    starts = np.arange(0, len(granule_rows), definition.granularity)
+    rows = np.add.reduceat(granule_rows.astype(np.int64), starts)
+    # Python integers: the sum cannot overflow, however large the row counts claim to be.
+    filters = (int(rows.sum()) * definition.bits_per_row + 7 * granules) // 8 + granules
+    return granules * 10 + columns * filters
 
 
 def _check_granule_lengths(

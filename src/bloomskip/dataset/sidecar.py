@@ -343,12 +343,32 @@ def _check_prefix(prefix: bytes, size: int, source: str) -> int:
     return version
 
 
+#: Every integer of the header is a size, offset, row count or timestamp: a signed 64-bit value.
+_MAX_INT_DIGITS = len(str(-(2**63)))
+_INT_LIMIT = 2**63
+
+
+def _bounded_int(text: str) -> int:
+    """``parse_int`` of the header: refuse digits no 64-bit count needs before converting them.
+
+    Without it, ``json.loads`` converts any integer literal, and one of more than 4,300 digits
+    raises a plain ``ValueError`` (Python's integer-string conversion limit).
+    """
+    if len(text) > _MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits, more than a 64-bit count has")
+    return int(text)
+
+
 def _parse_json(text: bytes | memoryview, source: str) -> object:
     try:
-        return json.loads(bytes(text).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(bytes(text).decode("utf-8"), parse_int=_bounded_int)
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers UnicodeDecodeError, JSONDecodeError and _bounded_int's refusal.
         raise FormatError(
-            f"header is not UTF-8 JSON: {exc}", field="header", offset=PREFIX.size, source=source
+            f"header is not UTF-8 JSON of 64-bit integers: {exc}",
+            field="header",
+            offset=PREFIX.size,
+            source=source,
         ) from exc
 
 
@@ -552,7 +572,7 @@ def _require(condition: bool, message: str, field_name: str, source: str) -> Non
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT_LIMIT
 
 
 def _decode_header(header: object, source: str, table) -> Sidecar:

@@ -1,0 +1,164 @@
+"""Make the seed corpora of every fuzz target, with the real engines, the way the tests do.
+
+ClickHouse parts come from chdb through the part tests' own builder (``tests/parts/
+parts_corpus.py``), TsFiles from PyPI ``tsfile`` through the TsFile tests' builder
+(``tests/tsfile/tsfile_corpus.py``), sidecars from ``bloomskip index build`` over the dataset
+tests' Parquet files. Nothing is committed: this script writes ``fuzz/corpus/<target>/`` and the
+templates some harnesses need (``fuzz/work/``), and run.py calls it when they are missing.
+
+Usage::
+
+    python fuzz/make_seeds.py [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+FUZZ_DIR = Path(__file__).resolve().parent
+ROOT = FUZZ_DIR.parent
+CORPUS_DIR = FUZZ_DIR / "corpus"
+WORK_DIR = FUZZ_DIR / "work"
+#: Seeds above this size slow every mutation down; the engines' small files cover the formats.
+MAX_SEED = 256 << 10
+#: Parts whose files seed the whole-part target: standalone files, packed archive, Compact.
+PART_LAYOUTS = ("wide_plain", "wide_packed", "compact_merged")
+GRANULE_PREDICATE = "v = 5 OR hasToken(s, 'w12') OR lc = 'c3' OR has(arr, 20) OR s LIKE '%w2%'"
+
+
+def _save(target: str, data: bytes) -> bool:
+    if not data or len(data) > MAX_SEED:
+        return False
+    folder = CORPUS_DIR / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / hashlib.sha1(data).hexdigest()).write_bytes(data)
+    return True
+
+
+def clickhouse_seeds(scratch: Path) -> None:
+    """Parts written by chdb: blocks, marks, archives, granules, and whole-part templates."""
+    sys.path.insert(0, str(ROOT / "tests" / "parts"))
+    from chdb.session import Session
+    from parts_corpus import build_corpus
+
+    from bloomskip.clickhouse.marks import MARKS_KINDS
+    from bloomskip.clickhouse.part import Part
+
+    data_path = scratch / "chdb"
+    session = Session(str(data_path))
+    try:
+        corpus = build_corpus(session, data_path, scratch)
+    finally:
+        session.close()
+    formats = [(kind, compressed) for kind in MARKS_KINDS for compressed in (False, True)]
+    catalogue = []
+    for layout, built in sorted(corpus.items()):
+        for path in sorted(built.part_dir.iterdir()):
+            data = path.read_bytes()
+            if path.suffix in (".bin", ".idx", ".cmrk", ".cmrk2", ".cmrk3", ".cmrk4"):
+                _save("ch_blocks", b"\x00" + data)
+                _save("ch_blocks", b"\x01" + data)
+            if path.name == "skp_idx.packed":
+                _save("ch_packed", data)
+            if ".mrk" in path.suffix:
+                compressed = path.suffix.startswith(".cmrk")
+                kind = ".mrk" + path.suffix[len(".cmrk" if compressed else ".mrk") :]
+                if path.name.startswith("skp_idx") or built.part_type == "Wide":
+                    _save("ch_marks", bytes([formats.index((kind, compressed)), 1]) + data)
+        part = Part.open(built.part_dir, built.table_sql.read_text())
+        for name, definition in part.indexes.items():
+            stored = part.read_index(name)
+            if stored is None:
+                continue
+            _save("ch_granules", bytes([len(catalogue)]) + stored.skip_index.to_bytes())
+            catalogue.append(
+                {
+                    "layout": layout,
+                    "definition": definition.to_sql(),
+                    "column_types": part.column_types,
+                    "granule_rows": part.granule_rows.tolist(),
+                    "predicate": GRANULE_PREDICATE,
+                }
+            )
+    (WORK_DIR / "granules").mkdir(parents=True, exist_ok=True)
+    (WORK_DIR / "granules" / "catalogue.json").write_text(json.dumps(catalogue, indent=1))
+    templates = WORK_DIR / "parts"
+    templates.mkdir(parents=True, exist_ok=True)
+    for number, layout in enumerate(sorted(PART_LAYOUTS)):
+        built = corpus[layout]
+        shutil.copytree(built.part_dir, templates / layout)
+        shutil.copyfile(built.table_sql, templates / f"{layout}.sql")
+        for file_number, path in enumerate(sorted((templates / layout).iterdir())):
+            _save("ch_part", bytes([number, file_number]) + path.read_bytes())
+
+
+def tsfile_seeds(scratch: Path) -> None:
+    """TsFiles written by PyPI tsfile, and the Bloom filters in their metadata."""
+    sys.path.insert(0, str(ROOT / "tests" / "tsfile"))
+    from tsfile_corpus import build_corpus
+
+    from bloomskip.errors import BloomskipError
+    from bloomskip.tsfile.reader import TsFileReader
+
+    folder = scratch / "tsfile"
+    folder.mkdir()
+    for corpus_file in build_corpus(folder).values():
+        _save("tsfile_reader", corpus_file.path.read_bytes())
+        try:
+            with TsFileReader(corpus_file.path) as reader:
+                bloom = reader.bloom_filter
+        except BloomskipError:
+            continue
+        if bloom is not None:
+            _save("tsfile_filter", bloom.to_bytes())
+
+
+def sidecar_seeds(scratch: Path) -> None:
+    """Sidecars written by ``Dataset.build_index`` over the dataset tests' Parquet files."""
+    sys.path.insert(0, str(ROOT / "tests" / "dataset"))
+    from dataset_fixtures import INDEXES, write_dataset
+
+    from bloomskip.dataset.dataset import Dataset
+
+    for number, (sizes, indexes) in enumerate(
+        [([(300, 97), (200, 64)], INDEXES[:3]), ([(500, 500)], INDEXES), ([(50, 10)], INDEXES[:1])]
+    ):
+        directory = scratch / f"dataset{number}"
+        write_dataset(directory, sizes, seed=number)
+        dataset = Dataset(directory)
+        dataset.build_index(indexes, progress=False)
+        _save("sidecar", b"\x00" + dataset.sidecar_path.read_bytes())
+        _save("sidecar", b"\x01" + dataset.sidecar_path.read_bytes())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make every corpus (again with --force); returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--force", action="store_true", help="remake existing corpora")
+    args = parser.parse_args(argv)
+    if args.force:
+        shutil.rmtree(CORPUS_DIR, ignore_errors=True)
+        shutil.rmtree(WORK_DIR, ignore_errors=True)
+    if (WORK_DIR / "done").exists():
+        print(f"seeds already made in {CORPUS_DIR} (--force to remake them)")
+        return 0
+    shutil.rmtree(WORK_DIR, ignore_errors=True)
+    WORK_DIR.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="bloomskip-seeds-") as scratch:
+        clickhouse_seeds(Path(scratch))
+        tsfile_seeds(Path(scratch))
+        sidecar_seeds(Path(scratch))
+    (WORK_DIR / "done").write_text("")
+    for folder in sorted(CORPUS_DIR.iterdir()):
+        print(f"{folder.name:16s} {len(list(folder.iterdir())):4d} seeds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
