@@ -9,9 +9,10 @@ parse of the predicate:
    understands (``=``, ``IN``, ``has``, ``LIKE``, ``startsWith``, ...) with its constant already
    reduced to hashes or tokens; anything else is ``unknown``; a numeric constant is ``always
    true`` / ``always false``.
-2. For an index, every atom is tested against every granule at once: the bit positions of all
-   its query values (``bits.seeded_positions`` / ``bits.pair_positions``) are looked up in the
-   ``(granules, bytes)`` filter matrix with ``bits.test_bits``, giving a ``can be true`` mask.
+2. For an index, every atom is tested against every granule at once by the granules of
+   :mod:`bloomskip.clickhouse.granule` (``hashes_present`` / ``token_sets_present``: the bit
+   positions of all its query values, looked up with ``bits.test_bits``), giving a ``can be
+   true`` mask. The condition reads granules only, never the index that holds them.
 3. The RPN is evaluated over pairs of masks ``(can_be_true, can_be_false)`` exactly as
    ClickHouse's ``BoolMask`` stack does. A granule is skipped only where ``can_be_true`` is false.
 
@@ -40,7 +41,7 @@ import calendar
 import gc
 import math
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -50,6 +51,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlglot import exp
 
+from bloomskip.clickhouse.granule import (
+    BloomFilterGranules,
+    Granules,
+    IndexedGranules,
+    TextGranules,
+)
 from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp, like_affix
 from bloomskip.errors import BloomskipError
 
@@ -57,7 +64,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from bloomskip.clickhouse.ddl import IndexDefinition
-    from bloomskip.clickhouse.index import SkipIndex
     from bloomskip.clickhouse.types import ClickHouseType
 
 __all__ = [
@@ -97,7 +103,6 @@ _FLOAT_TEXT = re.compile(
 # Unquoted names ClickHouse's parser reads as Float64 literals, not identifiers.
 _FLOAT_KEYWORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
 _UNKNOWN = object()  # an atom slot ClickHouse fills with FUNCTION_UNKNOWN
-_PROBE_BATCH = 1 << 22  # bit positions tested per bits.test_bits call
 # A function node as (ClickHouse function name, arguments).
 _Function = tuple[str, list]
 
@@ -670,10 +675,10 @@ class _BloomAtom:
         # leaves it out of EXPLAIN), verified with chdb.
         return not self.negated
 
-    def evaluate(self, filters: _GranuleFilters) -> np.ndarray:
-        result = np.ones(filters.granule_count, dtype=bool)
+    def evaluate(self, granules: BloomFilterGranules) -> np.ndarray:
+        result = np.ones(len(granules), dtype=bool)
         for column, values in self.components:
-            present = filters.hashes_present(column, values.hashes)  # (granules, values)
+            present = granules.hashes_present(column, values.hashes)  # (granules, values)
             if self.function == "has_all":
                 result &= present.all(axis=1)
             else:
@@ -697,8 +702,8 @@ class _TextAtom:
         # MergeTreeConditionBloomFilterText::alwaysUnknownOrTrue counts NOT_EQUALS / NOT_IN too.
         return True
 
-    def evaluate(self, filters: _GranuleFilters) -> np.ndarray:
-        count = filters.granule_count
+    def evaluate(self, granules: TextGranules) -> np.ndarray:
+        count = len(granules)
         # alternative_ok[g, a]: granule g holds every token alternative a needs, on every column.
         alternative_ok = np.ones((count, len(self.alternatives)), dtype=bool)
         columns = {column for probes in self.alternatives for column, _ in probes}
@@ -712,7 +717,7 @@ class _TextAtom:
                 ]
                 for probes in self.alternatives
             ]
-            alternative_ok &= filters.token_sets_present(column, token_lists)
+            alternative_ok &= granules.token_sets_present(column, token_lists)
         if self.function == "has_all":
             return alternative_ok.all(axis=1)
         return alternative_ok.any(axis=1)
@@ -727,125 +732,6 @@ class _Element:
 
     op: str  # atom, unknown, true, false, not, and, or
     atom: _BloomAtom | _TextAtom | None = None
-
-
-# ------------------------------------------------------------------------------------------
-# Granule filters of one index, for vectorized probing
-
-
-class _GranuleFilters:
-    """The filters of one index, probed for all granules at once.
-
-    Probing works on each column's ``(flat, offsets)`` filters as the index holds them, computing
-    absolute bit positions per granule, so no per-granule matrix is ever materialized.
-    """
-
-    def __init__(self, index: SkipIndex, definition: IndexDefinition) -> None:
-        self.index = index
-        self.definition = definition
-        self.granule_count = int(index.index_granule_count)
-
-    def _spans(self, column: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(buffer, starts, sizes)``: granule j's filter is ``buffer[starts[j]:][:sizes[j]]``.
-
-        A SkipIndex hands out views of its stored bytes (no gather); any other index object
-        (the duck-typed contract: ``column_filters``) its gathered filters.
-        """
-        spans = getattr(self.index, "column_filter_spans", None)
-        if spans is not None:
-            return spans(column)
-        flat, offsets = self.index.column_filters(column)
-        return flat, offsets[:-1], np.diff(offsets)
-
-    @staticmethod
-    def _all_bits_set(
-        flat: np.ndarray,
-        granules: np.ndarray,
-        starts: np.ndarray,
-        per_item: int,
-        relative: Callable[[np.ndarray], np.ndarray],
-    ) -> np.ndarray:
-        """``out[i, v]``: every bit of probe v is set in the filter of granule ``granules[i]``.
-
-        ``relative(chunk)`` gives the probes' bit positions inside the filters of a chunk of
-        granules, shape ``(len(chunk), probes, k)`` or broadcastable to it; each position is
-        offset by its filter's first bit in ``flat``. Chunks bound the temporary arrays to about
-        ``_PROBE_BATCH`` positions, whatever the number of granules and probes.
-        """
-        from bloomskip import bits
-
-        out = []
-        step = max(1, _PROBE_BATCH // max(1, per_item))
-        for first in range(0, granules.size, step):
-            chunk = granules[first : first + step]
-            first_bits = starts[chunk].astype(np.uint64) * np.uint64(8)
-            absolute = first_bits[:, None, None] + relative(chunk)
-            present = bits.test_bits(flat, absolute.reshape(-1)).reshape(absolute.shape)
-            out.append(present.all(axis=2))
-        return np.concatenate(out) if out else np.ones((0, 0), dtype=bool)
-
-    def hashes_present(self, column: int, value_hashes: np.ndarray) -> np.ndarray:
-        """bloom_filter: ``out[g, i]`` = all k bits of value hash i are set in granule g.
-
-        Each granule has its own filter size, so the position of seed s in granule g is
-        ``Hash128to64(h, s) mod (8 * width_g)``: the hashes are computed once and only the modulo
-        is per granule.
-        """
-        from bloomskip import bits, hashing
-
-        count, k = self.granule_count, self.definition.hash_functions
-        result = np.ones((count, len(value_hashes)), dtype=bool)
-        if not len(value_hashes) or not count:
-            return result
-        flat, starts, sizes = self._spans(column)
-        widths = sizes.astype(np.uint64) * np.uint64(8)
-        values = np.asarray(value_hashes, dtype=np.uint64)
-        seeds = np.array(bits.BF_HASH_SEEDS[:k], dtype=np.uint64)
-        mixed = hashing.hash128_to_64(np.repeat(values, k), np.tile(seeds, values.size))
-        mixed = mixed.reshape(values.size, k)
-        granules = np.flatnonzero(widths > 0)  # an empty filter proves nothing: keep the granule
-        # Granules of equal width (equal distinct counts: the usual case) share the remainders,
-        # so the modulo runs once per width instead of once per granule.
-        group_widths, group_of = np.unique(widths[granules], return_inverse=True)
-        for group, width in enumerate(group_widths):
-            members = granules[group_of == group]
-            relative = (mixed % width)[None, :, :]
-            result[members] = self._all_bits_set(
-                flat, members, starts, mixed.size, lambda chunk, relative=relative: relative
-            )
-        return result
-
-    def token_sets_present(self, column: int, token_lists: list[list[bytes]]) -> np.ndarray:
-        """Text index: ``out[g, a]`` = the query filter of ``token_lists[a]`` is a subset of
-        granule g's filter (an empty token list is contained in every filter)."""
-        from bloomskip import bits
-
-        result = np.ones((self.granule_count, len(token_lists)), dtype=bool)
-        unique = sorted({token for tokens in token_lists for token in tokens})
-        if not unique:
-            return result
-        size = self.definition.size_bytes
-        positions = bits.pair_positions(
-            unique, self.definition.seed, 8 * size, self.definition.hash_functions
-        )
-        number = {token: i for i, token in enumerate(unique)}
-        # Each alternative's tokens as a run of token numbers; reduceat ANDs every run.
-        order = [number[token] for tokens in token_lists for token in tokens]
-        lengths = np.array([len(tokens) for tokens in token_lists])
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        non_empty = lengths > 0
-        flat, filter_starts, widths = self._spans(column)
-        granules = np.flatnonzero(widths == size)  # a malformed width keeps its granule
-        if not granules.size:
-            return result
-        token_present = self._all_bits_set(
-            flat, granules, filter_starts, positions.size, lambda chunk: positions[None, :, :]
-        )[:, order]
-        runs = np.logical_and.reduceat(token_present, starts[non_empty], axis=1)
-        block = np.ones((len(granules), len(token_lists)), dtype=bool)
-        block[:, non_empty] = runs
-        result[granules] = block
-        return result
 
 
 # ------------------------------------------------------------------------------------------
@@ -878,18 +764,29 @@ class IndexCondition:
         """How many atoms of the predicate the index can evaluate."""
         return sum(1 for element in self.rpn if element.op == "atom")
 
-    def may_match(self, index: SkipIndex) -> np.ndarray:
+    def may_match(self, granules: Granules | IndexedGranules) -> np.ndarray:
         """Which index granules may hold a row satisfying the predicate.
 
         Args:
-            index: A built or loaded :class:`~bloomskip.clickhouse.index.SkipIndex` (anything
-                with ``index_granule_count`` and ``column_filters(c)``).
+            granules: The granules of an index of this condition's definition: a
+                :class:`~bloomskip.clickhouse.granule.Granules`, or what holds one (such as a
+                :class:`~bloomskip.clickhouse.index.SkipIndex`).
 
         Returns:
             A bool array, one per index granule; False means the granule can be skipped.
+
+        Raises:
+            ValueError: Granules of the other index kind (text granules for a bloom_filter
+                condition, or the reverse).
         """
-        filters = _GranuleFilters(index, self.definition)
-        count = filters.granule_count
+        if not isinstance(granules, Granules):
+            granules = granules.granules
+        kind = BloomFilterGranules if self.definition.type == "bloom_filter" else TextGranules
+        if not isinstance(granules, kind):
+            raise ValueError(
+                f"a {self.definition.type} condition cannot probe {type(granules).__name__}"
+            )
+        count = len(granules)
         ones = np.ones(count, dtype=bool)
         zeros = np.zeros(count, dtype=bool)
         stack: list[tuple[np.ndarray, np.ndarray]] = []
@@ -901,7 +798,7 @@ class IndexCondition:
             elif element.op == "false":
                 stack.append((zeros, ones))
             elif element.op == "atom":
-                matches = element.atom.evaluate(filters)
+                matches = element.atom.evaluate(granules)
                 mask = (matches, ones)
                 stack.append((mask[1], mask[0]) if element.atom.negated else mask)
             elif element.op == "not":
@@ -917,6 +814,30 @@ class IndexCondition:
         if len(stack) != 1:
             raise ConditionError(f"malformed condition for {self.where!r}")
         return stack[0][0].copy()
+
+    def select(self, index: IndexedGranules) -> np.ndarray:
+        """Data granules a query with this condition reads after the index.
+
+        Args:
+            index: The index granules and the data granules each covers (a
+                :class:`~bloomskip.clickhouse.index.SkipIndex`).
+
+        Returns:
+            ``int64`` data granule numbers that may match, ascending (what ``EXPLAIN indexes = 1``
+            counts as selected granules).
+
+        Example:
+            >>> from bloomskip.clickhouse.ddl import parse_index_definition
+            >>> from bloomskip.clickhouse.index import SkipIndex
+            >>> import pyarrow as pa
+            >>> d = parse_index_definition("v TYPE bloom_filter GRANULARITY 2")
+            >>> idx = SkipIndex.build(d, pa.table({"v": list(range(10))}), [4, 4, 2])
+            >>> compile_condition("v = 9", d, {"v": "Int64"}).select(idx).tolist()
+            [2]
+        """
+        mask = self.may_match(index.granules)
+        selected = np.repeat(mask, np.diff(index.data_granule_bounds))
+        return np.flatnonzero(selected).astype(np.int64)
 
 
 def _is_useful(rpn: list[_Element]) -> bool:

@@ -1,19 +1,16 @@
-"""A ClickHouse Bloom-filter skip index over Arrow data: build, (de)serialize, statistics, select.
+"""A ClickHouse Bloom-filter skip index over Arrow data: build, (de)serialize, statistics.
 
 ClickHouse writes one index granule per ``GRANULARITY`` data granules (the last one may cover
 fewer); data granules follow the part's marks and may hold different row counts. Each index
-granule holds one filter per index column:
-
-* ``bloom_filter``: ``VarUInt total_rows`` (the largest number of distinct value hashes over the
-  index columns), then per column a filter of ``(bits_per_row * total_rows + 7) // 8`` bytes.
-* ``ngrambf_v1`` / ``tokenbf_v1``: per column exactly ``size_bytes`` bytes, nothing else.
-
-The filters themselves are built by the C kernels in :mod:`bloomskip.bits`.
+granule holds one filter per index column (the granules and their layout are
+:mod:`bloomskip.clickhouse.granule`; conditions, in :mod:`bloomskip.clickhouse.condition`, read
+the granules only). This module is ClickHouse's index and aggregator: it knows which rows each
+granule covers and builds the granules from them with the C kernels in :mod:`bloomskip.bits`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -21,18 +18,15 @@ import pyarrow.compute as pc
 
 from bloomskip import bits
 from bloomskip.clickhouse.ddl import IndexDefinition, IndexDefinitionError
+from bloomskip.clickhouse.granule import BloomFilterGranules, Granule, Granules, TextGranules
 from bloomskip.clickhouse.types import (
     clickhouse_type_for,
     parse_clickhouse_type,
     text_values,
     value_hashes,
 )
-from bloomskip.errors import FormatError
 
 __all__ = ["SkipIndex", "index_granule_bounds"]
-
-# ClickHouse's readVarUInt reads at most 9 bytes (values below 2**63).
-_MAX_VARUINT_BYTES = 9
 
 
 def _data_granule_rows(granule_rows: object) -> np.ndarray:
@@ -69,23 +63,43 @@ def index_granule_bounds(data_granule_count: int, granularity: int) -> np.ndarra
     return np.append(starts, np.int64(data_granule_count))
 
 
+def _index_column_types(
+    definition: IndexDefinition, column_types: Mapping[str, str] | None
+) -> tuple[str, ...] | None:
+    """The ClickHouse type of each index column, or None when it cannot be known.
+
+    Unknown when the types are not given or an expression cannot be evaluated (an index on e.g.
+    ``a + 1`` can still be read from disk and inspected).
+    """
+    evaluable = all(expression.supported for expression in definition.index_columns)
+    if column_types is None or not evaluable:
+        return None
+    return tuple(definition.index_column_types(dict(column_types)))
+
+
 class SkipIndex:
-    """The granules of one ClickHouse Bloom-filter skip index.
+    """One ClickHouse Bloom-filter skip index: a sequence of granules over a part's data.
 
     Build it from Arrow data with :meth:`build`, or read ClickHouse's decompressed ``.idx`` stream
-    with :meth:`from_bytes`.
+    with :meth:`from_bytes`. ``len(index)`` is the number of index granules and ``index[j]`` is
+    granule j (a :class:`~bloomskip.clickhouse.granule.Granule`: ``value in index[j]``);
+    conditions probe all of them at once through :attr:`granules`.
 
     Attributes:
         definition: The index definition.
         column_types: ClickHouse type of each source column (None when unknown).
         index_column_types: ClickHouse type of each index column (None when unknown).
         data_granule_rows: Rows per data granule (``int64``), without the final 0-row mark.
+        granules: The index granules
+            (:class:`~bloomskip.clickhouse.granule.BloomFilterGranules` or
+            :class:`~bloomskip.clickhouse.granule.TextGranules`).
 
     Example:
         >>> from bloomskip.clickhouse.ddl import parse_index_definition
         >>> d = parse_index_definition("v TYPE bloom_filter GRANULARITY 2")
-        >>> SkipIndex.build(d, pa.table({"v": list(range(10))}), [4, 4, 2]).index_granule_count
-        2
+        >>> idx = SkipIndex.build(d, pa.table({"v": list(range(10))}), [4, 4, 2])
+        >>> len(idx), 9 in idx[1], 9 in idx[0]
+        (2, True, False)
     """
 
     def __init__(
@@ -93,53 +107,66 @@ class SkipIndex:
         definition: IndexDefinition,
         column_types: Mapping[str, str] | None,
         data_granule_rows: np.ndarray,
-        *,
-        payload: bytes | None = None,
-        granule_offsets: np.ndarray | None = None,
-        distinct_counts: np.ndarray | None = None,
-        text_filters: np.ndarray | None = None,
+        granules: Granules,
     ) -> None:
-        """Assemble an index from decoded parts; use :meth:`build` or :meth:`from_bytes` instead.
+        """Assemble an index from its granules; use :meth:`build` or :meth:`from_bytes` instead.
 
         Args:
             definition: The index definition.
             column_types: Source column types, or None.
             data_granule_rows: Rows per data granule.
-            payload: bloom_filter: the serialized granules back to back.
-            granule_offsets: bloom_filter: granule j is ``payload[offsets[j]:offsets[j + 1]]``.
-            distinct_counts: bloom_filter: each granule's ``total_rows``.
-            text_filters: text indexes: ``(G, columns * size_bytes)`` uint8 filters.
+            granules: One index granule per ``GRANULARITY`` data granules.
+
+        Raises:
+            ValueError: The granules do not match the data granules.
         """
         self.definition = definition
         self.column_types = dict(column_types) if column_types is not None else None
-        # Unknown when the types are not given or an expression cannot be evaluated (an index
-        # on e.g. `a + 1` can still be read from disk and inspected).
-        evaluable = all(expression.supported for expression in definition.index_columns)
-        self.index_column_types = (
-            definition.index_column_types(column_types)
-            if column_types is not None and evaluable
-            else None
-        )
         self.data_granule_rows = data_granule_rows
         self._bounds = index_granule_bounds(len(data_granule_rows), definition.granularity)
-        self._payload = payload
-        self._granule_offsets = granule_offsets
-        self._distinct_counts = distinct_counts
-        self._text_filters = text_filters
-        self._column_filter_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if len(granules) != len(self._bounds) - 1:
+            raise ValueError(
+                f"{len(granules)} index granules for {len(data_granule_rows)} data granules at "
+                f"GRANULARITY {definition.granularity}"
+            )
+        self.granules = granules
+        self.index_column_types = granules.index_column_types
 
     # ----------------------------------------------------------------------------------------
     # Shape
 
+    def __len__(self) -> int:
+        return len(self.granules)
+
+    def __getitem__(self, j: int) -> Granule:
+        """Index granule ``j`` (negative numbers count from the end).
+
+        Raises:
+            IndexError: ``j`` out of range.
+        """
+        return self.granules[j]
+
+    def __iter__(self) -> Iterator[Granule]:
+        return iter(self.granules)
+
+    def __contains__(self, value: object) -> bool:
+        # Iterating would compare the value with each Granule object and answer False.
+        raise TypeError("ask one granule: value in index[j]")
+
     @property
     def index_granule_count(self) -> int:
         """Number of index granules: ceil(data granules / GRANULARITY)."""
-        return len(self._bounds) - 1
+        return len(self.granules)
+
+    @property
+    def data_granule_bounds(self) -> np.ndarray:
+        """``int64[G + 1]``: index granule j covers data granules ``[b[j], b[j + 1])``."""
+        return self._bounds
 
     @property
     def column_count(self) -> int:
         """Number of index columns (filters per granule)."""
-        return len(self.definition.expressions)
+        return self.granules.column_count
 
     def index_granule_rows(self) -> np.ndarray:
         """Rows covered by each index granule (``int64[G]``)."""
@@ -199,60 +226,20 @@ class SkipIndex:
                 )
             if expression.supported and name not in types:
                 types[name] = clickhouse_type_for(table.schema.field(name).type)
-        index = cls(definition, types, rows)
+        index_types = _index_column_types(definition, types)
+        bounds = index_granule_bounds(len(rows), definition.granularity)
         data_row_bounds = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
         values = [expression.evaluate(table) for expression in definition.index_columns]
-        if definition.type == "bloom_filter":
-            index._build_bloom_filter(values, data_row_bounds)
-        else:
-            index._build_text(values, data_row_bounds)
-        return index
-
-    def _build_bloom_filter(
-        self, values: list[pa.ChunkedArray], data_row_bounds: np.ndarray
-    ) -> None:
-        columns = []
-        for array, type_name in zip(values, self.index_column_types, strict=True):
-            hashes, row_offsets = value_hashes(array, type_name)
-            if parse_clickhouse_type(type_name).name == "Array":
-                hashes, bounds = _apply_empty_array_rule(
-                    hashes, row_offsets, data_row_bounds, self._bounds
-                )
-            else:
-                bounds = row_offsets[data_row_bounds[self._bounds]]
-            columns.append((hashes, bounds))
-        d = self.definition
-        payload, offsets, counts = bits.bloom_filter_granules(
-            columns, d.bits_per_row, d.hash_functions
-        )
-        self._payload, self._granule_offsets, self._distinct_counts = payload, offsets, counts
-
-    def _build_text(self, values: list[pa.ChunkedArray], data_row_bounds: np.ndarray) -> None:
-        d = self.definition
-        filters = []
-        row_bounds = data_row_bounds[self._bounds]
-        for array, type_name in zip(values, self.index_column_types, strict=True):
-            if pa.types.is_dictionary(array.type):
-                strings, bounds = _distinct_dictionary_strings(array, type_name, row_bounds)
-            else:
-                strings, row_offsets = text_values(array, type_name)
-                bounds = row_offsets[row_bounds]
-            filters.append(
-                bits.text_granules(
-                    strings, bounds, d.tokenizer, d.ngram_size or 1, d.size_bytes,
-                    d.hash_functions, d.seed,
-                )
-            )  # fmt: skip
-        self._text_filters = filters[0] if len(filters) == 1 else np.concatenate(filters, axis=1)
+        build = _build_bloom_filter if definition.type == "bloom_filter" else _build_text
+        granules = build(definition, index_types, values, data_row_bounds, bounds)
+        return cls(definition, types, rows, granules)
 
     # ----------------------------------------------------------------------------------------
     # Serialization
 
     def to_bytes(self) -> bytes:
         """The decompressed ``skp_idx_<name>.idx`` stream: every granule in ClickHouse's layout."""
-        if self._text_filters is not None:
-            return self._text_filters.tobytes()
-        return bytes(self._payload)
+        return self.granules.to_bytes()
 
     def granule_bytes(self, j: int) -> bytes:
         """Index granule ``j`` exactly as ClickHouse serializes it.
@@ -262,9 +249,7 @@ class SkipIndex:
         """
         if not 0 <= j < self.index_granule_count:
             raise IndexError(f"index granule {j} out of range 0..{self.index_granule_count - 1}")
-        if self._text_filters is not None:
-            return self._text_filters[j].tobytes()
-        return bytes(self._payload[self._granule_offsets[j] : self._granule_offsets[j + 1]])
+        return self.granules[j].to_bytes()
 
     @classmethod
     def from_bytes(
@@ -281,7 +266,8 @@ class SkipIndex:
             definition: The index definition (from the table's DDL).
             payload: The decompressed stream (every granule, back to back).
             granule_rows: Rows per data granule of the part (a trailing final 0 is ignored).
-            column_types: ClickHouse type per source column, if known (needed by :meth:`select`).
+            column_types: ClickHouse type per source column, if known (needed to compile a
+                condition and for ``value in index[j]``).
             source: Name of the file, for error messages.
 
         Returns:
@@ -294,43 +280,17 @@ class SkipIndex:
             ValueError: Bad ``granule_rows``.
         """
         rows = _data_granule_rows(granule_rows)
-        granules = len(index_granule_bounds(len(rows), definition.granularity)) - 1
-        data = bytes(payload)
-        columns = len(definition.expressions)
-        if definition.type != "bloom_filter":
-            expected = granules * columns * definition.size_bytes
-            if len(data) != expected:
-                raise FormatError(
-                    f"{definition.type} index {definition.name!r}: expected {granules} granules "
-                    f"x {columns} column(s) x {definition.size_bytes} bytes = {expected} bytes, "
-                    f"got {len(data)}",
-                    field="granules",
-                    offset=min(len(data), expected),
-                    source=source,
-                )
-            matrix = np.frombuffer(data, np.uint8).reshape(
-                granules, columns * definition.size_bytes
-            )
-            # A read-only view of the payload: the filters are never written after reading.
-            return cls(definition, column_types, rows, text_filters=matrix)
-        offsets, counts = _parse_bloom_filter_granules(
-            data, granules, columns, definition.bits_per_row, source
-        )
-        return cls(
-            definition, column_types, rows, payload=data, granule_offsets=offsets,
-            distinct_counts=counts,
-        )  # fmt: skip
+        count = len(index_granule_bounds(len(rows), definition.granularity)) - 1
+        kind = BloomFilterGranules if definition.type == "bloom_filter" else TextGranules
+        index_types = _index_column_types(definition, column_types)
+        granules = kind.from_bytes(definition, bytes(payload), count, index_types, source)
+        return cls(definition, column_types, rows, granules)
 
     # ----------------------------------------------------------------------------------------
     # Filters and statistics
 
-    def _filter_sizes(self) -> np.ndarray:
-        if self._text_filters is not None:
-            return np.full(self.index_granule_count, self.definition.size_bytes, np.int64)
-        return (self.definition.bits_per_row * self._distinct_counts + 7) // 8
-
     def column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        """The filters of index column ``c``, all granules.
+        """The filters of index column ``c``, all granules (see :attr:`granules`).
 
         Args:
             c: Index column number (0-based, in expression order).
@@ -341,12 +301,7 @@ class SkipIndex:
         Raises:
             IndexError: ``c`` out of range.
         """
-        if not 0 <= c < self.column_count:
-            raise IndexError(f"index column {c} out of range 0..{self.column_count - 1}")
-        cached = self._column_filter_cache.get(c)
-        if cached is None:
-            cached = self._column_filter_cache[c] = self._gather_column_filters(c)
-        return cached
+        return self.granules.column_filters(c)
 
     def column_filter_spans(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where the filters of index column ``c`` lie, without copying them.
@@ -368,47 +323,14 @@ class SkipIndex:
         Example:
             >>> buffer, starts, sizes = index.column_filter_spans(0)  # doctest: +SKIP
         """
-        if not 0 <= c < self.column_count:
-            raise IndexError(f"index column {c} out of range 0..{self.column_count - 1}")
-        sizes = self._filter_sizes().astype(np.int64)
-        if self._text_filters is not None:
-            matrix = self._text_filters
-            if not matrix.flags.c_contiguous:
-                flat, offsets = self.column_filters(c)
-                return flat, offsets[:-1], sizes
-            row = matrix.shape[1] if matrix.ndim == 2 else 0
-            starts = np.arange(self.index_granule_count, dtype=np.int64) * row + c * sizes
-            return matrix.reshape(-1), starts, sizes
-        header = np.diff(self._granule_offsets) - self.column_count * sizes
-        starts = (self._granule_offsets[:-1] + header + c * sizes).astype(np.int64)
-        return np.frombuffer(self._payload, np.uint8), starts, sizes
-
-    def _gather_column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        sizes = self._filter_sizes()
-        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        if self._text_filters is not None:
-            size = self.definition.size_bytes
-            # One column: a view of the filters, no copy.
-            flat = np.ascontiguousarray(self._text_filters[:, c * size : (c + 1) * size]).reshape(
-                -1
-            )
-            return flat, offsets
-        # Whatever a granule holds beyond its filters is its VarUInt header.
-        header = np.diff(self._granule_offsets) - self.column_count * sizes
-        starts = self._granule_offsets[:-1] + header + c * sizes
-        # One slice per granule (not an index array per byte, which would cost 16 bytes of
-        # temporaries for every filter byte).
-        raw = memoryview(self._payload)
-        flat = b"".join(
-            raw[start : start + size]
-            for start, size in zip(starts.tolist(), sizes.tolist(), strict=True)
-        )
-        return np.frombuffer(flat, np.uint8), offsets
+        return self.granules.column_filter_spans(c)
 
     @property
     def distinct_counts(self) -> np.ndarray | None:
         """bloom_filter: each granule's ``total_rows`` (largest distinct-hash count); else None."""
-        return self._distinct_counts
+        if isinstance(self.granules, BloomFilterGranules):
+            return self.granules.distinct_counts
+        return None
 
     def granule_statistics(self) -> pa.Table:
         """Per index granule and index column: fill and estimated false-positive rate.
@@ -452,6 +374,10 @@ class SkipIndex:
     def select(self, where: str) -> np.ndarray:
         """Data granules a query with this WHERE clause would read after this index.
 
+        A shortcut for ``compile_condition(where, definition, column_types).select(index)``
+        (:meth:`bloomskip.clickhouse.condition.IndexCondition.select`), as ClickHouse's index
+        creates its condition.
+
         Args:
             where: A ClickHouse WHERE expression, e.g. ``"s LIKE '%error%'"``.
 
@@ -462,20 +388,63 @@ class SkipIndex:
         Raises:
             ValueError: If the condition cannot be parsed or the column types are unknown.
         """
+        # Imported here: the condition loads the SQL parser, which reading a part does not need.
         from bloomskip.clickhouse.condition import compile_condition
 
         if self.column_types is None:
             raise ValueError("select needs the column types; pass column_types to from_bytes")
-        mask = np.asarray(
-            compile_condition(where, self.definition, self.column_types).may_match(self), bool
-        )
-        if mask.shape != (self.index_granule_count,):
-            raise ValueError(
-                f"condition returned {mask.shape} decisions for {self.index_granule_count} granules"
+        return compile_condition(where, self.definition, self.column_types).select(self)
+
+
+def _build_bloom_filter(
+    definition: IndexDefinition,
+    index_types: tuple[str, ...],
+    values: list[pa.ChunkedArray],
+    data_row_bounds: np.ndarray,
+    bounds: np.ndarray,
+) -> BloomFilterGranules:
+    """The bloom_filter granules: each index granule's hashes, as the writer aggregates them."""
+    columns = []
+    for array, type_name in zip(values, index_types, strict=True):
+        hashes, row_offsets = value_hashes(array, type_name)
+        if parse_clickhouse_type(type_name).name == "Array":
+            hashes, element_bounds = _apply_empty_array_rule(
+                hashes, row_offsets, data_row_bounds, bounds
             )
-        lengths = np.diff(self._bounds)
-        selected_index = np.repeat(mask, lengths)
-        return np.flatnonzero(selected_index).astype(np.int64)
+        else:
+            element_bounds = row_offsets[data_row_bounds[bounds]]
+        columns.append((hashes, element_bounds))
+    payload, offsets, counts = bits.bloom_filter_granules(
+        columns, definition.bits_per_row, definition.hash_functions
+    )
+    return BloomFilterGranules(definition, payload, offsets, counts, index_types)
+
+
+def _build_text(
+    definition: IndexDefinition,
+    index_types: tuple[str, ...],
+    values: list[pa.ChunkedArray],
+    data_row_bounds: np.ndarray,
+    bounds: np.ndarray,
+) -> TextGranules:
+    """The ngrambf_v1 / tokenbf_v1 granules: each index granule's tokens, hashed in C."""
+    d = definition
+    filters = []
+    row_bounds = data_row_bounds[bounds]
+    for array, type_name in zip(values, index_types, strict=True):
+        if pa.types.is_dictionary(array.type):
+            strings, string_bounds = _distinct_dictionary_strings(array, type_name, row_bounds)
+        else:
+            strings, row_offsets = text_values(array, type_name)
+            string_bounds = row_offsets[row_bounds]
+        filters.append(
+            bits.text_granules(
+                strings, string_bounds, d.tokenizer, d.ngram_size or 1, d.size_bytes,
+                d.hash_functions, d.seed,
+            )
+        )  # fmt: skip
+    matrix = filters[0] if len(filters) == 1 else np.concatenate(filters, axis=1)
+    return TextGranules(definition, matrix, index_types)
 
 
 def _distinct_dictionary_strings(
@@ -526,52 +495,3 @@ def _apply_empty_array_rule(
     inserted_before = np.concatenate(([0], np.cumsum(empty)))
     shifted = element_bounds + inserted_before
     return hashes.astype(np.uint64, copy=False), shifted[index_bounds]
-
-
-def _parse_bloom_filter_granules(
-    data: bytes, granules: int, columns: int, bits_per_row: int, source: str | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Walk the bloom_filter granules: (granule offsets int64[G+1], distinct counts int64[G])."""
-    offsets = np.empty(granules + 1, np.int64)
-    counts = np.empty(granules, np.int64)
-    position = 0
-    end = len(data)
-    # One step per granule (not per value): each granule's size depends on its VarUInt header.
-    for j in range(granules):
-        offsets[j] = position
-        value = 0
-        shift = 0
-        for i in range(_MAX_VARUINT_BYTES + 1):
-            if i == _MAX_VARUINT_BYTES:
-                raise FormatError(
-                    f"granule {j}: VarUInt total_rows longer than {_MAX_VARUINT_BYTES} bytes",
-                    field="total_rows", offset=offsets[j], source=source,
-                )  # fmt: skip
-            if position >= end:
-                raise FormatError(
-                    f"granule {j} of {granules}: stream ends inside VarUInt total_rows",
-                    field="total_rows", offset=position, source=source,
-                )  # fmt: skip
-            byte = data[position]
-            position += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        size = (bits_per_row * value + 7) // 8
-        needed = size * columns
-        if needed > end - position:
-            raise FormatError(
-                f"granule {j} of {granules}: total_rows {value} needs {columns} filter(s) of "
-                f"{size} bytes, but only {end - position} bytes remain",
-                field="filter", offset=position, source=source,
-            )  # fmt: skip
-        counts[j] = value
-        position += needed
-    offsets[granules] = position
-    if position != end:
-        raise FormatError(
-            f"{end - position} bytes follow the last of {granules} granules",
-            field="granules", offset=position, source=source,
-        )  # fmt: skip
-    return offsets, counts

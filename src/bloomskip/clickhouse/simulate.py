@@ -347,7 +347,7 @@ def simulate(
             prefix = f"index {definition.name!r}: "
             message = str(exc) if str(exc).startswith(prefix) else prefix + str(exc)
             raise SimulateError(message) from exc
-        granules = [index.granule_bytes(j) for j in range(index.index_granule_count)]
+        granules = [granule.to_bytes() for granule in index]
         uncompressed_bytes = sum(map(len, granules))
         if emit is None:
             compressed_bytes = len(write_compressed_stream(granules, codec)[0])
@@ -375,7 +375,7 @@ def simulate(
                 report.warnings.append(reason)
         for where in predicates:
             condition = compile_condition(where, definition, types)
-            selected = index.select(where)
+            selected = condition.select(index)
             rows_read = int((data_row_bounds[selected + 1] - data_row_bounds[selected]).sum())
             report.predicates.append(
                 PredicateReport(
