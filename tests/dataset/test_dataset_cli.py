@@ -87,6 +87,40 @@ def test_corrupt_sidecar_warns_and_scans(data: Path, capsys) -> None:
     assert captured.out.count("\n") > 1
 
 
+def test_selected_expressions_are_named_by_their_clickhouse_text(data: Path, capsys) -> None:
+    # Before: the columns were named by the DuckDB translation ("strlen(s)", "translate(s, ...)")
+    # and an alias was refused as "cannot parse WHERE ... not an expression".
+    where = "hasToken(s, '東京')"
+    select = "id, length(s), upper(s) AS loud, startsWith(s, 'x')"
+    assert run(["query", str(data), "--where", where, "--select", select, "--format", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows and all(
+        list(row) == ["id", "LENGTH(s)", "loud", "startsWith(s, 'x')"] for row in rows
+    )
+    assert all(row["LENGTH(s)"] == len(row["loud"].encode()) for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        # Refused by ClickHouse itself; every index's condition builder refuses it too.
+        ("multiSearchAny(s, [" + ", ".join(f"'n{i}'" for i in range(300)) + "])", "at most 255"),
+        # Undecodable bytes of a command line (surrogate escapes).
+        ("s = '\udcff\udcfe'", "is not UTF-8 text"),
+    ],
+)
+def test_a_refused_where_is_one_error_line(data: Path, capsys, where: str, message: str) -> None:
+    # Before: a warning per index that could not use the WHERE, then the error (or, for the
+    # bytes, DuckDB's "Python Conversion Failure" of the translated SQL).
+    from bloomskip.cli import main
+
+    _build(data)
+    capsys.readouterr()
+    assert main(["query", str(data), "--where", where]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("bloomskip: error:") and message in line, line
+
+
 def test_user_errors(data: Path) -> None:
     with pytest.raises(UnsupportedPredicateError):
         run(["query", str(data), "--where", "lowerUTF8(s) = 'x'"])

@@ -120,6 +120,37 @@ def test_empty_results_have_the_full_scan_schema(indexed: Path) -> None:
             assert table.schema == expected.schema
 
 
+def test_result_types_do_not_depend_on_the_survivors(tmp_path: Path) -> None:
+    # An INT96 and an INT64 nanosecond timestamp are both timestamp[ns] to Arrow, but DuckDB
+    # reads them as TIMESTAMP and TIMESTAMP_NS. Before: the files counted as alike, and the
+    # column came back in microseconds or nanoseconds depending on which file the index kept.
+    directory = tmp_path / "timestamps"
+    directory.mkdir()
+    for name, int96 in (("a", True), ("b", False)):
+        table = pa.table(
+            {
+                "k": [f"{name}{i}" for i in range(10)],
+                "ts": pa.array(
+                    [1_700_000_000_000_000_000 + i for i in range(10)], pa.timestamp("ns")
+                ),
+            }
+        )
+        pq.write_table(table, directory / f"{name}.parquet", use_deprecated_int96_timestamps=int96)
+    dataset = Dataset(directory)
+    dataset.build_index(["k TYPE bloom_filter"], progress=False)
+    listing = f"['{directory / 'a.parquet'}', '{directory / 'b.parquet'}']"
+    expected = duckdb.sql(
+        f"SELECT * FROM read_parquet({listing}, union_by_name = true) LIMIT 0"
+    ).to_arrow_table()
+    for where, kept in (
+        ("k = 'a1'", [1, 0]),
+        ("k = 'b1'", [0, 1]),
+        ("k = 'a1' OR k = 'b1'", [1, 1]),
+    ):
+        assert [int(keep.sum()) for keep in dataset.explain(where).keep] == kept
+        assert dataset.query(where).schema == expected.schema, where
+
+
 def test_unknown_column_in_a_lookup_is_still_a_user_error(indexed: Path) -> None:
     from bloomskip.errors import BloomskipError
 

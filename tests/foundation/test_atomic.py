@@ -127,34 +127,47 @@ def _swap_for_symlink(temporary: Path, victim: Path) -> None:
     temporary.symlink_to(victim)
 
 
-def test_writer_uses_its_descriptor_not_the_name(tmp_path: Path) -> None:
+@pytest.fixture
+def victim_and_target(tmp_path: Path) -> tuple[Path, Path]:
+    """A file another user wants us to chmod or overwrite (0o600), and our target (0o644)."""
     victim = tmp_path / "victim"
     victim.write_bytes(b"victim")
     victim.chmod(0o600)
     target = tmp_path / "data.bin"
     target.write_bytes(b"old")
     target.chmod(0o644)
+    return victim, target
+
+
+def _untouched(victim: Path, target: Path) -> bool:
+    return (
+        stat.S_IMODE(victim.stat().st_mode) == 0o600
+        and victim.read_bytes() == b"victim"
+        and not target.is_symlink()
+        and target.read_bytes() == b"old"
+    )
+
+
+def test_writer_uses_its_descriptor_not_the_name(
+    tmp_path: Path, victim_and_target: tuple[Path, Path]
+) -> None:
+    victim, target = victim_and_target
     with pytest.raises(OSError, match="replaced by another file"), atomic_writer(target) as out:
         out.write(b"new")
         _swap_for_symlink(_temporary_in(tmp_path), victim)
     # Before the fix the mode went to the victim by name and the link replaced the target.
-    assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_bytes() == b"victim"
-    assert not target.is_symlink() and target.read_bytes() == b"old"
+    assert _untouched(victim, target)
     assert (tmp_path / "stolen").read_bytes() == b"new"  # what was written went to our file
 
 
-def test_path_refuses_a_temporary_swapped_for_a_symlink(tmp_path: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"victim")
-    victim.chmod(0o600)
-    target = tmp_path / "data.bin"
-    target.write_bytes(b"old")
-    target.chmod(0o644)
+def test_path_refuses_a_temporary_swapped_for_a_symlink(
+    victim_and_target: tuple[Path, Path],
+) -> None:
+    victim, target = victim_and_target
     with pytest.raises(OSError, match="replaced by another file"), atomic_path(target) as path:
         path.write_bytes(b"new")
         _swap_for_symlink(path, victim)
-    assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_bytes() == b"victim"
-    assert not target.is_symlink() and target.read_bytes() == b"old"
+    assert _untouched(victim, target)
 
 
 def test_writer_mode_and_fsync_go_through_the_descriptor(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tsfile as pypi_tsfile
 from tsfile import ColumnCategory
-from tsfile_corpus import CorpusFile, pypi_row_counts, pypi_series
+from tsfile_corpus import CorpusFile, pypi_row_counts, pypi_series, pypi_tree_rows
 
 from bloomskip.tsfile import TsFileReader, find_series
 
@@ -86,17 +86,11 @@ def _pypi_corpus_file(java_file: JavaFile) -> CorpusFile:
 
 
 def _pypi_tree_rows(path: Path, device: str, measurement: str) -> int:
-    """Rows PyPI's ``query_timeseries`` returns (its own Bloom check included)."""
     reader = pypi_tsfile.TsFileReader(str(path))
     try:
-        result = reader.query_timeseries(device, [measurement], 0, 1 << 62)
-        count = 0
-        while result.next():
-            count += 1
-        result.close()
+        return pypi_tree_rows(reader, device, measurement)
     finally:
         reader.close()
-    return count
 
 
 def _tag_count(path: Path, table: str) -> int:

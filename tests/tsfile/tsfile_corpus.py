@@ -157,20 +157,27 @@ def pypi_row_counts(path: Path, corpus_file: CorpusFile) -> dict[str, int]:
                 continue
             dotted = ".".join("null" if s is None else s for s in device)
             if corpus_file.model == "tree":
-                result = reader.query_timeseries(dotted, [name], 0, 1 << 62)
-            else:
-                result = reader.query_table(
-                    device[0], [name], tag_filter=_tag_filter(reader, device)
-                )
+                counts[f"{dotted}.{name}"] = pypi_tree_rows(reader, dotted, name)
+                continue
+            result = reader.query_table(device[0], [name], tag_filter=_tag_filter(reader, device))
             count = 0
             while result.next():
-                if corpus_file.model == "tree" or not result.is_null_by_name(name):
-                    count += 1
+                count += not result.is_null_by_name(name)
             result.close()
             counts[f"{dotted}.{name}"] = count
     finally:
         reader.close()
     return counts
+
+
+def pypi_tree_rows(reader: pypi_tsfile.TsFileReader, device: str, measurement: str) -> int:
+    """Rows PyPI's ``query_timeseries`` returns for one series (its own Bloom check included)."""
+    result = reader.query_timeseries(device, [measurement], 0, 1 << 62)
+    count = 0
+    while result.next():
+        count += 1
+    result.close()
+    return count
 
 
 def _tag_filter(reader: pypi_tsfile.TsFileReader, device: tuple[str | None, ...]) -> object:

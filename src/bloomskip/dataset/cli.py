@@ -134,9 +134,11 @@ def _query(args: argparse.Namespace) -> int:
         columns = read_columns + [c for c in selected if c not in read_columns] if selected else []
         print(explain_text(result, columns))
         return 0
+    # Run first: a WHERE the exact path refuses is one error line, not a warning per index
+    # that could not use it followed by the error.
+    table = dataset.run(result, args.where, args.select, args.limit)
     for warning in result.warnings:
         print(f"bloomskip: warning: {warning}", file=sys.stderr)
-    table = dataset.run(result, args.where, args.select, args.limit)
     write_output(table, args.format, args.output)
     return 0
 

@@ -55,16 +55,13 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
 
 def _index_type_key(arrow_type) -> str:
     """How an index sees a column's type: its ClickHouse type without LowCardinality."""
-    from bloomskip.clickhouse.types import clickhouse_type_for
+    from bloomskip.clickhouse.types import clickhouse_type_for, parse_clickhouse_type
     from bloomskip.errors import BloomskipError
 
     try:
-        text = clickhouse_type_for(arrow_type)
+        return str(parse_clickhouse_type(clickhouse_type_for(arrow_type)).base())
     except BloomskipError:
         return str(arrow_type)
-    if text.startswith("LowCardinality(") and text.endswith(")"):
-        text = text[len("LowCardinality(") : -1]
-    return text
 
 
 def _new_connection():
@@ -135,6 +132,7 @@ class Dataset:
         self._layouts: dict = {}
         self._schema = None
         self._file_schemas: list | None = None
+        self._uniform = True
 
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
@@ -185,8 +183,15 @@ class Dataset:
     def file_schemas(self) -> list[pa.Schema]:
         """The Arrow schema of each file, in dataset order (footers read once).
 
+        Returns:
+            One ``pyarrow.Schema`` per file of :attr:`files`.
+
         Raises:
             FormatError: A file's footer cannot be read.
+
+        Example:
+            >>> [s.names for s in Dataset("logs/").file_schemas()]  # doctest: +SKIP
+            [['user_id', 'message'], ['user_id', 'message', 'extra']]
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -195,10 +200,13 @@ class Dataset:
 
         if self._file_schemas is None:
             schemas = []
+            stored = []  # the Parquet schemas: physical and logical types
             for source in self.files:
                 try:
                     if source.format == "parquet":
-                        schemas.append(pq.read_schema(source.path))
+                        with pq.ParquetFile(source.path) as parquet:
+                            schemas.append(parquet.schema_arrow)
+                            stored.append(parquet.schema)
                     else:
                         with pa.memory_map(str(source.path)) as handle:
                             schemas.append(pa.ipc.open_file(handle).schema)
@@ -206,13 +214,32 @@ class Dataset:
                     raise FormatError(
                         f"cannot read the schema: {exc}", field="footer", source=str(source.path)
                     ) from exc
+            # Equal Arrow schemas can hide types DuckDB reads differently (an INT96 and an
+            # INT64 nanosecond timestamp are both timestamp[ns] to Arrow, TIMESTAMP and
+            # TIMESTAMP_NS to DuckDB): the files agree only if their Parquet schemas do too.
+            self._uniform = all(schema.equals(schemas[0]) for schema in schemas[1:]) and all(
+                schema.equals(stored[0]) for schema in stored[1:]
+            )
             self._file_schemas = schemas
         return self._file_schemas
 
     def uniform(self) -> bool:
-        """Whether every file has the same Arrow schema (names, order and types)."""
-        schemas = self.file_schemas()
-        return all(schema.equals(schemas[0]) for schema in schemas[1:])
+        """Whether every file has the same schema: Arrow's (names, order and types) and the
+        Parquet one it is read from (physical and logical types).
+
+        Returns:
+            True when the files agree; queries then read them without a ``union_by_name``
+            reader over all of them.
+
+        Raises:
+            FormatError: A file's footer cannot be read.
+
+        Example:
+            >>> Dataset("logs/").uniform()  # doctest: +SKIP
+            True
+        """
+        self.file_schemas()
+        return self._uniform
 
     def schema_conflicts(self) -> dict[str, str]:
         """Columns whose type differs between files, each with a description naming them.
@@ -222,6 +249,13 @@ class Dataset:
 
         Returns:
             ``{column: "a.parquet: int64, b.parquet: string"}``; empty when the files agree.
+
+        Raises:
+            FormatError: A file's footer cannot be read.
+
+        Example:
+            >>> Dataset("drift/").schema_conflicts()  # doctest: +SKIP
+            {'id': 'part-0.parquet: int64, part-2.parquet: string'}
         """
         from bloomskip.dataset.build import relative_to
 
@@ -239,8 +273,15 @@ class Dataset:
         (``union_by_name``: columns by name, types widened where files differ), whichever
         row groups the index keeps.
 
+        Returns:
+            The ``pyarrow.Schema`` of every query's result (before ``columns`` selects).
+
         Raises:
             BloomskipError: DuckDB cannot read the files together.
+
+        Example:
+            >>> Dataset("drift/").scan_schema().field("id").type  # doctest: +SKIP
+            DataType(string)
         """
         return self._scan_schema(self.duckdb_connection())
 

@@ -141,7 +141,7 @@ def parse_where(where: str):
 
     Raises:
         UnsupportedPredicateError: The text is not a single ClickHouse expression (or nests
-            too deeply, see :data:`bloomskip._sql.MAX_NESTING`).
+            too deeply, see :data:`bloomskip._sql.MAX_NESTING`), or is not UTF-8 text.
 
     Example:
         >>> parse_where("hasToken(msg, 'error')").sql("clickhouse")
@@ -151,6 +151,12 @@ def parse_where(where: str):
 
     from bloomskip._sql import SQLSyntaxError, parse_clickhouse
 
+    try:
+        where.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable bytes of a command line, say
+        raise UnsupportedPredicateError(
+            f"WHERE {_short(where)} is not UTF-8 text (character {exc.start})"
+        ) from exc
     try:
         tree = parse_clickhouse(where)
     except SQLSyntaxError as exc:
@@ -289,6 +295,37 @@ def integer_lookup(where: str) -> tuple | None:
     return _frozen(done[id(root)])
 
 
+@lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
+def conjunctions_under_or(where: str) -> int:
+    """Count the operands of OR that are ANDs (``(a AND b) OR (c AND d)`` has two).
+
+    DuckDB's expression rewriter takes time quadratic in this count (its distributivity rule
+    compares every pair of them): the query runner plans such a WHERE without that rewriter.
+
+    Args:
+        where: ClickHouse expression text.
+
+    Returns:
+        The count (0 for a WHERE that does not parse).
+
+    Example:
+        >>> conjunctions_under_or("(a = 1 AND b = 2) OR (a = 3 AND b = 4) OR c = 5")
+        2
+    """
+    from sqlglot import exp
+
+    try:
+        root = _parsed(where)
+    except UnsupportedPredicateError:
+        return 0
+    count = 0
+    for node in root.walk(bfs=False):
+        if isinstance(node, exp.Or):
+            for child in (node.this, node.expression):
+                count += isinstance(child.unnest(), exp.And)
+    return count
+
+
 def _frozen(term):
     """The lists built by :func:`integer_lookup` as tuples (recursion only where AND and OR
     alternate)."""
@@ -371,7 +408,8 @@ def _translate_cached(where: str, columns: tuple | None, predicate: bool) -> str
     # A parse of its own: the translation rewrites the tree in place, and parsing again costs
     # less than sqlglot's copy of a long chain.
     tree = _Translator(kinds).translate(parse_where(where), predicate)
-    return call_deep(tree.sql, "duckdb")
+    # The tree is this call's own: nothing needs sqlglot's copy of it (a tenth of the time).
+    return call_deep(lambda: tree.sql("duckdb", copy=False))
 
 
 class _Translator:
@@ -522,9 +560,10 @@ class _Translator:
         # IEEE comparisons: NaN is equal to, less and greater than nothing (DuckDB orders NaN
         # above every number and equal to itself); NULL stays NULL.
         nulls = exp.or_(
-            *(exp.Is(this=side.copy(), expression=exp.Null()) for side in (left, right))
+            *(exp.Is(this=side.copy(), expression=exp.Null()) for side in (left, right)),
+            copy=False,
         )
-        nans = exp.or_(*(exp.func("isnan", side.copy()) for side in floats))
+        nans = exp.or_(*(exp.func("isnan", side.copy(), copy=False) for side in floats), copy=False)
         return _typed(
             exp.Case(
                 ifs=[
@@ -574,7 +613,8 @@ class _Translator:
 
         low = exp.GTE(this=node.this.copy(), expression=node.args["low"])
         high = exp.LTE(this=node.this, expression=node.args["high"])
-        return _typed(exp.Paren(this=exp.and_(self.comparison(low), self.comparison(high))), "bool")
+        both = exp.and_(self.comparison(low), self.comparison(high), copy=False)
+        return _typed(exp.Paren(this=both), "bool")
 
     def membership(self, node):
         from sqlglot import exp
@@ -608,7 +648,9 @@ class _Translator:
         if not elements:
             # x IN () is FALSE, and NULL for a NULL x.
             return _typed(
-                exp.Paren(this=exp.and_(exp.Is(this=value, expression=exp.Null()), exp.Null())),
+                exp.Paren(
+                    this=exp.and_(exp.Is(this=value, expression=exp.Null()), exp.Null(), copy=False)
+                ),
                 "bool",
             )
         node.set("expressions", elements)
@@ -666,6 +708,7 @@ class _Translator:
                 node.this,
                 exp.Literal.string(regex),
                 exp.Literal.string("is"),
+                copy=False,
             ),
             "bool",
         )
@@ -686,7 +729,11 @@ class _Translator:
         # ClickHouse's match: RE2, unanchored, and '.' matches a line break.
         return _typed(
             exp.func(
-                "regexp_matches", node.this, exp.Literal.string(pattern), exp.Literal.string("s")
+                "regexp_matches",
+                node.this,
+                exp.Literal.string(pattern),
+                exp.Literal.string("s"),
+                copy=False,
             ),
             "bool",
         )
@@ -822,7 +869,7 @@ class _Translator:
             if not texts:
                 raise UnsupportedPredicateError(f"{name}: the needle array must not be empty")
             alternatives = [_contains(haystack, text) for text in texts]
-            return _typed(exp.Paren(this=exp.or_(*alternatives)), "bool")
+            return _typed(exp.Paren(this=exp.or_(*alternatives, copy=False)), "bool")
         if key in ("hasany", "hasall"):
             array, elements = _arguments(name, arguments, 2)
             self.require_array(array, name)
@@ -1038,7 +1085,9 @@ def _string_constant_as(literal, kind: str, context):
 def _ascii_translate(value, source: str, target: str):
     from sqlglot import exp
 
-    return exp.func("translate", value, exp.Literal.string(source), exp.Literal.string(target))
+    return exp.func(
+        "translate", value, exp.Literal.string(source), exp.Literal.string(target), copy=False
+    )
 
 
 def _like_pattern(node, function: str) -> str:
@@ -1139,7 +1188,7 @@ def _array_or_empty(array):
 
     # ClickHouse has no NULL arrays: it reads a NULL Parquet list as []. hasAll(a, []) is then
     # true where DuckDB's list_has_all(NULL, []) is NULL.
-    return exp.func("coalesce", array, exp.Array(expressions=[]))
+    return exp.func("coalesce", array, exp.Array(expressions=[]), copy=False)
 
 
 def _contains(haystack, needle: str):
@@ -1148,7 +1197,7 @@ def _contains(haystack, needle: str):
     # ClickHouse's multiSearchAny finds an empty needle in every string except the empty one.
     if needle == "":
         return exp.NEQ(this=haystack.copy(), expression=exp.Literal.string(""))
-    return exp.func("contains", haystack.copy(), exp.Literal.string(needle))
+    return exp.func("contains", haystack.copy(), exp.Literal.string(needle), copy=False)
 
 
 def _has_token(haystack, needle: str, function: str = "hasToken"):
@@ -1166,7 +1215,8 @@ def _has_token(haystack, needle: str, function: str = "hasToken"):
     # contains() first: cheap, and DuckDB only runs the regex on rows it lets through.
     return exp.Paren(
         this=exp.and_(
-            exp.func("contains", haystack, exp.Literal.string(needle)),
-            exp.func("regexp_matches", haystack.copy(), exp.Literal.string(pattern)),
+            exp.func("contains", haystack, exp.Literal.string(needle), copy=False),
+            exp.func("regexp_matches", haystack.copy(), exp.Literal.string(pattern), copy=False),
+            copy=False,
         )
     )
