@@ -132,6 +132,7 @@ def _find_in_processes(
     jobs: int,
 ) -> Iterator[FindResult]:
     """:func:`find_series` over chunks of the files in ``jobs`` worker processes, in order."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     names = [os.fspath(file) for file in files]
@@ -140,7 +141,11 @@ def _find_in_processes(
     chunks = [names[start : start + size] for start in range(0, len(names), size)]
     if not chunks:
         return
-    with ProcessPoolExecutor(min(jobs, len(chunks))) as pool:
+    # Not fork: a fork of a process whose other threads (pyarrow's pools, a sanitizer's runtime)
+    # hold a lock leaves the child waiting on it forever; the forkserver forks from a clean
+    # single-threaded process.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(min(jobs, len(chunks)), mp_context=context) as pool:
         searches = pool.map(
             _find_chunk, chunks, *(itertools.repeat(x) for x in (path, variant, charset))
         )
