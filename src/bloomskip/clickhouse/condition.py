@@ -885,13 +885,13 @@ def _canonical(node: exp.Expression) -> str:
     return node.sql(dialect="clickhouse")
 
 
-@lru_cache(maxsize=16)
 def _parse(sql: str) -> exp.Expression:
-    """The parsed text, shared by every index a WHERE is compiled for (never modified)."""
-    from bloomskip._sql import SQLSyntaxError, parse_clickhouse
+    """The parsed text, shared by every index a WHERE is compiled for and by the dataset's
+    translation (never modified)."""
+    from bloomskip._sql import SQLSyntaxError, parse_shared
 
     try:
-        return parse_clickhouse(sql)
+        return parse_shared(sql)
     except SQLSyntaxError as exc:
         raise ConditionError(f"cannot parse WHERE expression {sql!r}: {exc}") from exc
 
