@@ -3,6 +3,7 @@
 Usage::
 
     python fuzz/run.py TARGET --seconds N      # TARGET: a name below, or "all"
+    python fuzz/run.py all --seconds 30 --seed 1   # as CI runs it: the same mutations every time
     python fuzz/run.py --list
 
 Seeds are made first when missing (make_seeds.py). The corpus a run grows is kept in
@@ -38,8 +39,13 @@ _STATS = re.compile(r"stat::(\w+):\s*(\d+)")
 _COVERAGE = re.compile(r"cov: (\d+) ft: (\d+) corp: (\d+)")
 
 
-def run_target(target: str, seconds: int) -> tuple[int, dict[str, int]]:
-    """Fuzz one target for ``seconds``; returns (libFuzzer's exit status, its final stats)."""
+def run_target(target: str, seconds: int, seed: int = 0) -> tuple[int, dict[str, int]]:
+    """Fuzz one target for ``seconds``; returns (libFuzzer's exit status, its final stats).
+
+    ``seed`` 0 lets libFuzzer pick a random one (exploration); any other value repeats the same
+    sequence of mutations, so that a CI run fails only on a regression, not on the luck of a
+    draw (only the number of executions in the time differs between runs).
+    """
     corpus = FUZZ_DIR / "work" / "corpus" / target
     corpus.mkdir(parents=True, exist_ok=True)
     findings = FUZZ_DIR / "findings"
@@ -51,6 +57,7 @@ def run_target(target: str, seconds: int) -> tuple[int, dict[str, int]]:
         str(FUZZ_DIR / "corpus" / target),
         f"-max_total_time={seconds}",
         f"-artifact_prefix={findings}/{target}-",
+        f"-seed={seed}",
         *LIBFUZZER_FLAGS,
     ]
     log = FUZZ_DIR / "work" / f"{target}.log"
@@ -71,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", nargs="?", choices=[*TARGETS, "all"])
     parser.add_argument("--seconds", type=int, default=30, help="time per target (default 30)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="libFuzzer's seed (default 0: a random one)"
+    )
     parser.add_argument("--list", action="store_true", help="list the targets")
     args = parser.parse_args(argv)
     if args.list or not args.target:
@@ -82,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for target in TARGETS if args.target == "all" else [args.target]:
         began = time.monotonic()
-        status, stats = run_target(target, args.seconds)
+        status, stats = run_target(target, args.seconds, args.seed)
         failed |= status != 0
         print(
             f"{target:14s} {stats.get('number_of_executed_units', 0):>10,d} executions "
