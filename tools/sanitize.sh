@@ -12,7 +12,8 @@ include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"]
 suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -std=c11 -Wall -Wextra -Wno-unused-parameter \
     -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-    -I"$include" src/bloomskip/_native.c -o "$work/bloomskip/_native$suffix"
+    -I"$include" -Isrc/bloomskip/_native_src src/bloomskip/_native_src/*.c \
+    -o "$work/bloomskip/_native$suffix"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 # Reports go to files (pytest would swallow them with the test's stderr) and are shown below.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$work/asan

@@ -1,11 +1,29 @@
 """Typed interface of the C kernels (public wrappers: bloomskip.hashing, bloomskip.bits)."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from typing_extensions import Buffer
 
 BatchView = tuple[Buffer, Buffer | None, int, int, int]
+
+# hash_batch kinds
+HASH_MURMUR3_128: Final[int]
+HASH_TSFILE32: Final[int]
+HASH_CITY64: Final[int]
+HASH_CITY64_SEEDED: Final[int]
+HASH_CITY128: Final[int]
+# tsfile_op / seeded_op / pair_op ops (pair_op: OP_POSITIONS and OP_ADD only)
+OP_POSITIONS: Final[int]
+OP_ADD: Final[int]
+OP_CONTAINS: Final[int]
+# text_granules tokenizers
+TOKENIZER_NGRAM: Final[int]
+TOKENIZER_TOKEN: Final[int]
+# tsfile_index_node key kinds
+TSFILE_KEY_MEASUREMENT: Final[int]
+TSFILE_KEY_DEVICE_V3: Final[int]
+TSFILE_KEY_DEVICE_V4: Final[int]
 
 def murmur3_128(data: Buffer, seed: int, /) -> tuple[int, int]: ...
 def tsfile_hash32(data: Buffer, seed: int, signed_tail: bool, /) -> int: ...
@@ -70,6 +88,7 @@ def text_granules(
     out: Buffer,
     /,
 ) -> None: ...
+def tokenize(data: Buffer, tokenizer: int, n: int, /) -> list[tuple[int, int]]: ...
 def fastmod(x: int, d: int, /) -> int: ...
 
 # TsFile metadata scanning

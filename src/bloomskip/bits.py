@@ -162,14 +162,14 @@ def tsfile_positions(items, bit_count: int, k: int, signed_tail: bool = True) ->
     bit_count, k = _bit_count(bit_count), _k(k, 8)
     view = _items(items)
     out = np.empty((view[3], k), dtype=np.int64)
-    _native.tsfile_op(0, None, view, bit_count, k, bool(signed_tail), out)
+    _native.tsfile_op(_native.OP_POSITIONS, None, view, bit_count, k, bool(signed_tail), out)
     return out
 
 
 def tsfile_add(bitset, items, bit_count: int, k: int, signed_tail: bool = True) -> None:
     """Add paths to a TsFile filter held in ``bitset`` (at least ``ceil(bit_count / 8)`` bytes)."""
     bit_count, k = _bit_count(bit_count), _k(k, 8)
-    _native.tsfile_op(1, bitset, _items(items), bit_count, k, bool(signed_tail), None)
+    _native.tsfile_op(_native.OP_ADD, bitset, _items(items), bit_count, k, bool(signed_tail), None)
 
 
 def tsfile_contains(bitset, items, bit_count: int, k: int, signed_tail: bool = True) -> np.ndarray:
@@ -177,7 +177,7 @@ def tsfile_contains(bitset, items, bit_count: int, k: int, signed_tail: bool = T
     bit_count, k = _bit_count(bit_count), _k(k, 8)
     view = _items(items)
     out = np.empty(view[3], dtype=np.bool_)
-    _native.tsfile_op(2, bitset, view, bit_count, k, bool(signed_tail), out)
+    _native.tsfile_op(_native.OP_CONTAINS, bitset, view, bit_count, k, bool(signed_tail), out)
     return out
 
 
@@ -190,7 +190,7 @@ def seeded_positions(value_hashes, bit_count: int, k: int) -> np.ndarray:
     bit_count, k = _bit_count(bit_count), _k(k, 15)
     hashes = uint64_array(value_hashes, "value_hashes").reshape(-1)
     out = np.empty((hashes.size, k), dtype=np.uint64)
-    _native.seeded_op(0, None, hashes, bit_count, k, out)
+    _native.seeded_op(_native.OP_POSITIONS, None, hashes, bit_count, k, out)
     return out
 
 
@@ -198,7 +198,7 @@ def seeded_add(bitset, value_hashes, bit_count: int, k: int) -> None:
     """Add value hashes to a ClickHouse ``bloom_filter`` filter."""
     bit_count, k = _bit_count(bit_count), _k(k, 15)
     hashes = uint64_array(value_hashes, "value_hashes").reshape(-1)
-    _native.seeded_op(1, bitset, hashes, bit_count, k, None)
+    _native.seeded_op(_native.OP_ADD, bitset, hashes, bit_count, k, None)
 
 
 def seeded_contains(bitset, value_hashes, bit_count: int, k: int) -> np.ndarray:
@@ -206,7 +206,7 @@ def seeded_contains(bitset, value_hashes, bit_count: int, k: int) -> np.ndarray:
     bit_count, k = _bit_count(bit_count), _k(k, 15)
     hashes = uint64_array(value_hashes, "value_hashes").reshape(-1)
     out = np.empty(hashes.size, dtype=np.bool_)
-    _native.seeded_op(2, bitset, hashes, bit_count, k, out)
+    _native.seeded_op(_native.OP_CONTAINS, bitset, hashes, bit_count, k, out)
     return out
 
 
@@ -223,7 +223,7 @@ def pair_positions(tokens, seed: int, bit_count: int, k: int) -> np.ndarray:
     k = _k(k, 1 << 20)
     view = _items(tokens)
     out = np.empty((view[3], k), dtype=np.uint64)
-    _native.pair_op(0, None, view, seed, bit_count, k, out)
+    _native.pair_op(_native.OP_POSITIONS, None, view, seed, bit_count, k, out)
     return out
 
 
@@ -231,7 +231,7 @@ def pair_add(bitset, tokens, seed: int, bit_count: int, k: int) -> None:
     """Add tokens to a ClickHouse text-index filter (``bit_count`` = 8 * size_bytes)."""
     seed, bit_count = check_uint(seed, 64, "seed"), _bit_count(bit_count)
     k = _k(k, 1 << 20)
-    _native.pair_op(1, bitset, _items(tokens), seed, bit_count, k, None)
+    _native.pair_op(_native.OP_ADD, bitset, _items(tokens), seed, bit_count, k, None)
 
 
 def _bounds(bounds, name: str) -> np.ndarray:
@@ -281,7 +281,7 @@ def bloom_filter_granules(
     return payload, offsets, total_rows
 
 
-_TOKENIZERS = {"ngram": 0, "token": 1}
+_TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
 
 
 def text_granules(

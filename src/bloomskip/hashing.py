@@ -32,15 +32,15 @@ __all__ = [
 
 _U64 = 0xFFFFFFFFFFFFFFFF
 
-# The kinds of _native.hash_batch, in the C enum's order.
-_MURMUR3_128, _TSFILE32, _CITY64, _CITY64_SEEDED, _CITY128 = range(5)
+# The hash kinds of _native.hash_batch whose values are 128-bit (two uint64 outputs).
+_TWO_HALVES = (_native.HASH_MURMUR3_128, _native.HASH_CITY128)
 
 
 def _hash_batch(kind: int, data, seed: int = 0, signed_tail: bool = False):
     """One hash over a batch: a numpy array, or two for the 128-bit hashes."""
     view = batch_view(data)
-    first = np.empty(view[3], dtype=np.int32 if kind == _TSFILE32 else np.uint64)
-    second = np.empty(view[3], dtype=np.uint64) if kind in (_MURMUR3_128, _CITY128) else None
+    first = np.empty(view[3], dtype=np.int32 if kind == _native.HASH_TSFILE32 else np.uint64)
+    second = np.empty(view[3], dtype=np.uint64) if kind in _TWO_HALVES else None
     _native.hash_batch(kind, view, seed & _U64, signed_tail, first, second)
     return first if second is None else (first, second)
 
@@ -71,7 +71,7 @@ def murmur3_x64_128(data, seed: int = 0):
     seed = check_uint(seed, 32, "seed")
     if is_scalar(data):
         return _native.murmur3_128(scalar_bytes(data), seed)
-    return _hash_batch(_MURMUR3_128, data, seed)
+    return _hash_batch(_native.HASH_MURMUR3_128, data, seed)
 
 
 def tsfile_hash32(data, seed: int, signed_tail: bool = True):
@@ -93,7 +93,7 @@ def tsfile_hash32(data, seed: int, signed_tail: bool = True):
     seed = _int32_seed(seed)
     if is_scalar(data):
         return _native.tsfile_hash32(scalar_bytes(data), seed, bool(signed_tail))
-    return _hash_batch(_TSFILE32, data, seed, bool(signed_tail))
+    return _hash_batch(_native.HASH_TSFILE32, data, seed, bool(signed_tail))
 
 
 def cityhash64(data):
@@ -111,7 +111,7 @@ def cityhash64(data):
     """
     if is_scalar(data):
         return _native.cityhash64(scalar_bytes(data))
-    return _hash_batch(_CITY64, data)
+    return _hash_batch(_native.HASH_CITY64, data)
 
 
 def cityhash64_with_seed(data, seed: int):
@@ -131,7 +131,7 @@ def cityhash64_with_seed(data, seed: int):
     seed = check_uint(seed, 64, "seed")
     if is_scalar(data):
         return _native.cityhash64_with_seed(scalar_bytes(data), seed)
-    return _hash_batch(_CITY64_SEEDED, data, seed)
+    return _hash_batch(_native.HASH_CITY64_SEEDED, data, seed)
 
 
 def cityhash128(data):
@@ -149,7 +149,7 @@ def cityhash128(data):
     """
     if is_scalar(data):
         return _native.cityhash128(scalar_bytes(data))
-    return _hash_batch(_CITY128, data)
+    return _hash_batch(_native.HASH_CITY128, data)
 
 
 def hash128_to_64(low, high):

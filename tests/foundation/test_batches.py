@@ -142,15 +142,26 @@ def test_native_rejects_inconsistent_batch_views():
     out = np.empty(2, dtype=np.uint64)
     bad_offsets = np.array([0, 5, 2], dtype=np.int32)
     with pytest.raises(ValueError, match="offset"):
-        _native.hash_batch(2, (b"abcdef", bad_offsets, 0, 2, 4), 0, False, out, None)
+        _native.hash_batch(
+            _native.HASH_CITY64, (b"abcdef", bad_offsets, 0, 2, 4), 0, False, out, None
+        )
     past_end = np.array([0, 2, 99], dtype=np.int32)
     with pytest.raises(ValueError, match="outside"):
-        _native.hash_batch(2, (b"abcdef", past_end, 0, 2, 4), 0, False, out, None)
+        _native.hash_batch(_native.HASH_CITY64, (b"abcdef", past_end, 0, 2, 4), 0, False, out, None)
     with pytest.raises(ValueError, match="too short"):
-        _native.hash_batch(2, (b"abcdef", np.array([0], np.int32), 0, 2, 4), 0, False, out, None)
+        _native.hash_batch(
+            _native.HASH_CITY64, (b"abcdef", np.array([0], np.int32), 0, 2, 4), 0, False, out, None
+        )
     with pytest.raises(ValueError, match="exceed"):
-        _native.hash_batch(2, (b"abc", None, 0, 2, 8), 0, False, out, None)
+        _native.hash_batch(_native.HASH_CITY64, (b"abc", None, 0, 2, 8), 0, False, out, None)
     with pytest.raises(ValueError, match="output"):
-        _native.hash_batch(2, (b"abcdef", None, 0, 3, 2), 0, False, out, None)
+        _native.hash_batch(_native.HASH_CITY64, (b"abcdef", None, 0, 3, 2), 0, False, out, None)
     with pytest.raises(ValueError, match="offsets"):
-        _native.hash_batch(2, (b"abcdef", np.array([0, 1], np.int16), 0, 1, 2), 0, False, out, None)
+        _native.hash_batch(
+            _native.HASH_CITY64,
+            (b"abcdef", np.array([0, 1], np.int16), 0, 1, 2),
+            0,
+            False,
+            out,
+            None,
+        )

@@ -131,19 +131,25 @@ def test_batch_kernels_match_the_model_and_the_oracles(view, out_len):
     size = max(out_len, 0)
 
     first, second = np.zeros(size, np.uint64), np.zeros(size, np.uint64)
-    if expect(lambda: _native.hash_batch(0, view, 1, False, first, second), fits):
+    if expect(
+        lambda: _native.hash_batch(_native.HASH_MURMUR3_128, view, 1, False, first, second), fits
+    ):
         for i, item in enumerate(items):
             value = mmh3.hash128(item, 1, x64arch=True, signed=False)
             assert (int(first[i]), int(second[i])) == (value & M64, value >> 64)
     out32 = np.zeros(size, np.int32)
-    if expect(lambda: _native.hash_batch(1, view, 5, False, out32, None), fits):
+    if expect(lambda: _native.hash_batch(_native.HASH_TSFILE32, view, 5, False, out32, None), fits):
         assert out32[:n].tolist() == [_tsfile32(item, 5) for item in items]
     out64 = np.zeros(size, np.uint64)
-    if expect(lambda: _native.hash_batch(2, view, 0, False, out64, None), fits):
+    if expect(lambda: _native.hash_batch(_native.HASH_CITY64, view, 0, False, out64, None), fits):
         assert out64[:n].tolist() == [cityhash_ref.CityHash64(item) for item in items]
-    if expect(lambda: _native.hash_batch(3, view, 3, False, out64, None), fits):
+    if expect(
+        lambda: _native.hash_batch(_native.HASH_CITY64_SEEDED, view, 3, False, out64, None), fits
+    ):
         assert out64[:n].tolist() == [cityhash_ref.CityHash64WithSeed(item, 3) for item in items]
-    if expect(lambda: _native.hash_batch(4, view, 0, False, first, second), fits):
+    if expect(
+        lambda: _native.hash_batch(_native.HASH_CITY128, view, 0, False, first, second), fits
+    ):
         for i, item in enumerate(items):
             value = cityhash_ref.CityHash128(item)  # (low64 << 64) | high64
             assert (int(first[i]), int(second[i])) == (value >> 64, value & M64)
@@ -153,25 +159,25 @@ def test_batch_kernels_match_the_model_and_the_oracles(view, out_len):
     # TsFile filter: every bit set answers "maybe" for every item; an added item is always found.
     flags = np.zeros(8 * size, np.uint8)
     if expect(
-        lambda: _native.tsfile_op(2, b"\xff" * 3, view, 24, 3, False, flags),
+        lambda: _native.tsfile_op(_native.OP_CONTAINS, b"\xff" * 3, view, 24, 3, False, flags),
         valid and (n == 0 or 8 * size >= n),
     ):
         assert flags[:n].all()
     bitset = bytearray(3)
-    if expect(lambda: _native.tsfile_op(1, bitset, view, 24, 3, True, None), valid):
+    if expect(lambda: _native.tsfile_op(_native.OP_ADD, bitset, view, 24, 3, True, None), valid):
         found = np.zeros(n, np.uint8)
-        _native.tsfile_op(2, bytes(bitset), view, 24, 3, True, found)
+        _native.tsfile_op(_native.OP_CONTAINS, bytes(bitset), view, 24, 3, True, found)
         assert found.all()  # no false negative
         assert sum(bin(byte).count("1") for byte in bitset) <= 3 * n
 
     # ClickHouse text-index filter: exactly the bits of the double-hashing formula.
     text_bits = bytearray(4)
-    if expect(lambda: _native.pair_op(1, text_bits, view, 0, 32, 3, None), valid):
+    if expect(lambda: _native.pair_op(_native.OP_ADD, text_bits, view, 0, 32, 3, None), valid):
         expected = [p for item in items for p in _pair_positions(item, 0, 32, 3)]
         assert bytes(text_bits) == _bitset(expected, 4)
     positions = np.zeros(size, np.uint64)
     if expect(
-        lambda: _native.pair_op(0, None, view, 0, 32, 2, positions),
+        lambda: _native.pair_op(_native.OP_POSITIONS, None, view, 0, 32, 2, positions),
         valid and (n == 0 or size >= 2 * n),
     ):
         expected = [p for item in items for p in _pair_positions(item, 0, 32, 2)]
@@ -253,18 +259,20 @@ def test_granule_builders_match_the_clickhouse_layout(inputs):
     tokens = [{b"abc"}, {b"def"}, {b"\xd0\x9f\xe2\x98"}, set()]
     ngrams = [{b"abc"}, {b" de", b"def", b"ef "}, set(), set()]
     text_ok = _bounds_valid(bounds, granules, 4) and 1 <= k <= 1 << 20
-    for tokenizer in (0, 1, 2):
+    ngram, token = _native.TOKENIZER_NGRAM, _native.TOKENIZER_TOKEN
+    unknown = max(ngram, token) + 1
+    for tokenizer in (ngram, token, unknown):
         out = np.zeros(max(granules, 0) * 8, np.uint8)
 
         def text(tokenizer=tokenizer, out=out):
             _native.text_granules(strings, bound_array, granules, tokenizer, 3, 8, k, 0, out)
 
-        if expect(text, text_ok and tokenizer != 2):
+        if expect(text, text_ok and tokenizer != unknown):
             # No false negative: every token of a granule's strings has all its bits set.
             for g in range(granules):
                 filter_bits = out[8 * g : 8 * g + 8].tobytes()
                 for row in range(bounds[g], bounds[g + 1]):
-                    for token in (ngrams if tokenizer == 0 else tokens)[row]:
+                    for token in (ngrams if tokenizer == ngram else tokens)[row]:
                         for p in _pair_positions(token, 0, 64, k):
                             assert filter_bits[p >> 3] >> (p & 7) & 1, (g, token)
 
@@ -275,5 +283,30 @@ def test_truncated_utf8_is_clipped_not_overread(text):
     out = np.zeros(16, np.uint8)
     offsets = np.array([0, len(text)], np.int32)
     _native.text_granules(
-        (text, offsets, 0, 1, 4), np.array([0, 1], np.int64), 1, 0, 1, 16, 2, 0, out
+        (text, offsets, 0, 1, 4),
+        np.array([0, 1], np.int64),
+        1,
+        _native.TOKENIZER_NGRAM,
+        1,
+        16,
+        2,
+        0,
+        out,
     )
+
+
+def test_scheme_kernels_reject_an_unknown_op():
+    # An op outside the exported OP_* constants is an error, not a silent test or write.
+    view = (b"abc", None, 0, 1, 3)
+    hashes = np.zeros(1, np.uint64)
+    bitset, out = bytearray(8), np.zeros(64, np.uint64)
+    for op in (-1, _native.OP_CONTAINS + 1):
+        with pytest.raises(ValueError, match="unknown op"):
+            _native.tsfile_op(op, bitset, view, 64, 3, True, out)
+        with pytest.raises(ValueError, match="unknown op"):
+            _native.seeded_op(op, bitset, hashes, 64, 3, out)
+    # The text-index scheme only writes positions or adds (queries test bits with covers).
+    for op in (-1, _native.OP_CONTAINS):
+        with pytest.raises(ValueError, match="unknown op"):
+            _native.pair_op(op, bitset, view, 0, 64, 3, out)
+    assert bytes(bitset) == bytes(8) and not out.any()

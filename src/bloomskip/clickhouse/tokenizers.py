@@ -17,8 +17,9 @@ the query filter, for each kind of predicate:
 :func:`analyze_regexp` mirrors ``OptimizedRegularExpression::analyze``: the literal substrings a
 regular expression requires (or alternatives of which one is required).
 
-Query constants are a few bytes long, so these work byte by byte in Python; the build side
-(every row of the data) runs in the C kernels.
+Strings are split by the C tokenizer that also builds the index (one tokenizer for both
+sides, as ClickHouse's ``ITokenExtractor``); only the LIKE and substring rules, which look at a
+pattern's wildcards and escapes, are written here.
 
 Example:
     >>> QueryTokenizer("token").like_tokens(b"%x alpha5 beta%")
@@ -33,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from bloomskip import _native
+
 __all__ = [
     "QueryTokenizer",
     "RegexpAnalysis",
@@ -42,9 +45,7 @@ __all__ = [
     "utf8_sequence_length",
 ]
 
-# SplitByNonAlpha: a token is a maximal run of ASCII letters/digits or of bytes >= 0x80 (any
-# non-ASCII byte, so UTF-8 letters stay inside tokens); every other ASCII byte separates.
-_TOKEN_RUN = re.compile(rb"[0-9A-Za-z\x80-\xff]+")
+_TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
 _WILDCARDS = (ord("%"), ord("_"))
 _BACKSLASH = ord("\\")
 
@@ -52,7 +53,10 @@ _BACKSLASH = ord("\\")
 def utf8_sequence_length(first_byte: int) -> int:
     """Return ClickHouse's ``UTF8::seqLength``: the byte length a UTF-8 lead byte announces.
 
-    Continuation bytes and invalid lead bytes count as one byte, as in ClickHouse.
+    Continuation bytes and the invalid lead bytes 0xF8..0xFF count as one byte, as in ClickHouse
+    26.9 (``seqLength`` returns 1 for ``first_octet >= 0xF8``; older releases read 5- and 6-byte
+    forms there, and chdb's ``tokens(s, 'ngrams', n)`` confirms the 26.9 rule). The build side
+    (the C tokenizer) uses the same rule.
 
     Args:
         first_byte: The byte value (0..255).
@@ -61,19 +65,14 @@ def utf8_sequence_length(first_byte: int) -> int:
         1, 2, 3 or 4.
 
     Example:
-        >>> [utf8_sequence_length(b) for b in (0x41, 0xC3, 0xE2, 0xF0, 0x80)]
-        [1, 2, 3, 4, 1]
+        >>> [utf8_sequence_length(b) for b in (0x41, 0xC3, 0xE2, 0xF0, 0x80, 0xF8)]
+        [1, 2, 3, 4, 1, 1]
     """
-    if first_byte < 0xC0:
+    if first_byte < 0xC0 or first_byte >= 0xF8:
         return 1
     if first_byte < 0xE0:
         return 2
-    if first_byte < 0xF0:
-        return 3
-    if first_byte < 0xF8:
-        return 4
-    # 0xF8..0xFF: ClickHouse's table continues with 5- and 6-byte forms (obsolete UTF-8).
-    return 5 if first_byte < 0xFC else 6
+    return 3 if first_byte < 0xF0 else 4
 
 
 def like_pattern_is_indexable(pattern: bytes) -> bool:
@@ -198,9 +197,7 @@ class QueryTokenizer:
         Returns:
             The tokens in order (duplicates kept; adding one twice is harmless).
         """
-        if self.kind == "token":
-            return _TOKEN_RUN.findall(data)
-        return [data[start:end] for start, end in self._ngram_spans(data)]
+        return [data[start:end] for start, end in self._spans(data)]
 
     def substring_tokens(self, data: bytes, is_prefix: bool, is_suffix: bool) -> list[bytes]:
         """Tokens of a substring needle (``substringToBloomFilter``).
@@ -222,9 +219,9 @@ class QueryTokenizer:
             return self.string_tokens(data)
         length = len(data)
         return [
-            match.group()
-            for match in _TOKEN_RUN.finditer(data)
-            if (match.start() > 0 or is_prefix) and (match.end() < length or is_suffix)
+            data[start:end]
+            for start, end in self._spans(data)
+            if (start > 0 or is_prefix) and (end < length or is_suffix)
         ]
 
     def like_tokens(self, pattern: bytes) -> list[bytes] | None:
@@ -243,40 +240,11 @@ class QueryTokenizer:
             return _like_words(pattern)
         return _like_ngrams(pattern, self.n)
 
-    def _ngram_spans(self, data: bytes) -> list[tuple[int, int]]:
-        """(start, end) of every window of n code points, as ``NgramsTokenizer::nextInString``."""
-        if len(data) > 64 and _is_utf8(data):
-            # Valid UTF-8: every lead byte announces its own length, so the code points start
-            # exactly at the non-continuation bytes and the windows follow without a byte loop.
-            import numpy as np
-
-            codes = np.frombuffer(data, np.uint8)
-            starts = np.flatnonzero((codes & 0xC0) != 0x80)
-            bounds = np.append(starts, len(data)).tolist()
-            return list(zip(bounds[: len(starts) - self.n + 1], bounds[self.n :], strict=True))
-        spans = []
-        length = len(data)
-        position = 0
-        while position < length:
-            end = position
-            code_points = 0
-            while code_points < self.n and end < length:
-                end += utf8_sequence_length(data[end])
-                code_points += 1
-            if code_points < self.n:
-                break
-            # A lead byte may announce more bytes than remain: the token is clipped.
-            spans.append((position, min(end, length)))
-            position += utf8_sequence_length(data[position])
-        return spans
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    def _spans(self, data: bytes) -> list[tuple[int, int]]:
+        """(start, end) of every token, from the C tokenizer that builds the index: n-grams of
+        n code points (``NgramTokenExtractor``) or maximal runs of ASCII alphanumerics and bytes
+        >= 0x80 (``SplitByNonAlphaTokenExtractor``)."""
+        return _native.tokenize(data, _TOKENIZERS[self.kind], max(self.n, 1))
 
 
 def _like_words(pattern: bytes) -> list[bytes]:
