@@ -64,6 +64,17 @@ def test_string_ngrams_equal_clickhouse_ngrams(clickhouse, n: int) -> None:
     assert [QueryTokenizer("ngram", n).string_tokens(s) for s in corpus] == expected
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_string_ngrams_equal_the_index_tokenizer_on_any_bytes(clickhouse, n: int) -> None:
+    # tokens(s, 'ngrams', n) is the ngrambf_v1 tokenizer itself, invalid UTF-8 included: a lead
+    # byte 0xF8-0xFF is one byte (the query side once read it as 5-6, keeping n-grams no granule
+    # holds: a false negative).
+    stray_leads = [bytes([lead]) + b"abcdef" for lead in range(0xF0, 0x100)]
+    corpus = _random_corpus(300, seed=10 + n) + stray_leads
+    expected = _chdb_tokens(clickhouse, corpus, f"tokens(s, 'ngrams', {n})")
+    assert [QueryTokenizer("ngram", n).string_tokens(s) for s in corpus] == expected
+
+
 def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -86,6 +97,7 @@ def test_utf8_sequence_length_follows_lead_byte() -> None:
     assert set(lengths[0xC0:0xE0]) == {2}
     assert set(lengths[0xE0:0xF0]) == {3}
     assert set(lengths[0xF0:0xF8]) == {4}
+    assert lengths[0xF8:] == [1] * 8  # not lead bytes in ClickHouse 26.9
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -361,6 +362,10 @@ class TsFileReader:
         self.charset = charset
         self.bytes_read = 0
         self._node_cache: dict[tuple[int, int, bool], IndexNode] = {}
+        # Position of a node -> the key every key below it must precede (its parent's next key,
+        # or the parent's own bound), and the roots whose keys have been checked.
+        self._upper_keys: dict[int, DeviceSegments | str] = {}
+        self._checked_roots: set[int] = set()
         self._series: list[Series] | None = None
         self._tail, self._tail_start = b"", 1 << 63  # the bytes read at open, see read_bytes
         self._fd = fd
@@ -610,7 +615,7 @@ class TsFileReader:
     ) -> IndexNode:
         """:meth:`_parse_node` field by field: raises the FormatError that names the problem."""
         position = cursor.offset
-        key_field = "index_node.device" if device_level else "index_node.measurement"
+        key_field = _key_field(device_level)
         count = _count(cursor, "index_node.entry_count", 9)
         keys: list[DeviceSegments] | list[str] = []
         offsets: list[int] = []
@@ -675,26 +680,150 @@ class TsFileReader:
                 if length == end - start:
                     raise
                 length = min(end - start, length * 8)
+        self._check_key_order(child, device_level)
         self._node_cache[(start, end, device_level)] = child
+        if node.node_type in (NodeType.INTERNAL_DEVICE, NodeType.INTERNAL_MEASUREMENT):
+            self._check_child_keys(node, index, child, device_level)
         return child
+
+    def _check_key_order(self, node: IndexNode, device_level: bool) -> None:
+        """Check that the keys of a node strictly increase, as a lookup's search needs.
+
+        The check is not part of parsing a node: the C scan of TsFileMetadata checks the
+        structure of the roots only, and a node is checked when a walk first uses it.
+        """
+        keys = node.keys
+        if _increasing(keys, device_level):
+            return
+        code_points = _device_orders[1] if device_level else str
+        for index in range(1, len(keys)):
+            if not code_points(keys[index - 1]) < code_points(keys[index]):  # type: ignore[arg-type]
+                raise self._error(
+                    f"index key {index} ({_key_text(keys[index])!r}) does not follow key "
+                    f"{index - 1} ({_key_text(keys[index - 1])!r}): the keys of a node are not "
+                    "strictly increasing",
+                    _key_field(device_level),
+                    node.position,
+                )
+
+    def _root(self, table: str) -> IndexNode:
+        """The root node of ``table``, its keys checked once."""
+        root = self.metadata.table_roots[table]
+        if root.position not in self._checked_roots:
+            self._check_key_order(root, True)
+            self._checked_roots.add(root.position)
+        return root
+
+    def _check_child_keys(
+        self, node: IndexNode, index: int, child: IndexNode, device_level: bool
+    ) -> None:
+        """Check that a child of an internal node holds the keys its entry says it holds.
+
+        The writers key an internal entry by its child's first key (observed on every corpus and
+        Java-written file), and a lookup picks the child by the greatest key not above its
+        target: a child's keys must start at its entry's key and stay below the next entry's
+        key (or the bound of the parent).
+        """
+        key = node.keys[index]
+        if not child.keys or child.keys[0] != key:
+            first = _key_text(child.keys[0]) if child.keys else None
+            raise self._error(
+                f"child node's first key {first!r} is not its entry's key {_key_text(key)!r}",
+                _key_field(device_level),
+                child.position,
+            )
+        upper = self._upper_bound(node, index)
+        if upper is not None:
+            self._upper_keys[child.position] = upper
+            precedes = _device_precedes if device_level else _name_precedes
+            if not precedes(child.keys[-1], upper):
+                raise self._error(
+                    f"child node's last key {_key_text(child.keys[-1])!r} does not precede "
+                    f"the next key {_key_text(upper)!r} of its parent",
+                    _key_field(device_level),
+                    child.position,
+                )
+
+    def _upper_bound(self, node: IndexNode, index: int) -> DeviceSegments | str | None:
+        """The key every key under entry ``index`` of ``node`` must precede (None: no bound)."""
+        if index + 1 < len(node.keys):
+            return node.keys[index + 1]
+        return self._upper_keys.get(node.position)
+
+    def _check_devices(self, node: IndexNode, table: str) -> None:
+        """Check that the devices of a leaf device node belong to the table they are listed under.
+
+        A lookup picks the root by a device's first segment, splits a table-model path by the
+        table's tag count and a tree-model path as the writers split it; a device that disagrees
+        with its table could be listed but never found. A device may hold fewer tags than its
+        schema: a Java writer drops trailing null tags (the Java-written test file has such
+        devices). The listing runs this check; a lookup needs no such check, as it only meets
+        a device that its own path splits into.
+        """
+        roots, schemas = self.metadata.table_roots, self.metadata.table_schemas
+        schema = schemas.get(table)
+        for device in node.keys:
+            problem = None
+            if table and device[0] != table:
+                problem = f"is listed under table {table!r}, not under its first segment"
+            elif not table and self.version >= 4 and device[0] in roots:
+                problem = f"is listed under table '', not under its own table {device[0]!r}"
+            elif schemas and schema is None:
+                problem = f"is listed under table {table!r}, which has no table schema"
+            elif schema is not None and len(device) - 1 > schema.tag_count:
+                problem = (
+                    f"has {len(device) - 1} tags, more than the {schema.tag_count} of the "
+                    f"schema of table {table!r}"
+                )
+            elif schema is None and device != _tree_form(device, table):
+                problem = "is not split into segments as its path text splits"
+            if problem is not None:
+                raise self._error(
+                    f"device {_key_text(device)!r} {problem}", "index_node.device", node.position
+                )
 
     def _timeseries_run(self, node: IndexNode, index: int) -> Iterator[tuple[str, int]]:
         """Yield ``(measurement, data_type)`` of the TimeseriesMetadata run of a leaf entry."""
         start, end = node.child_span(index)
         data = self.read_bytes(start, end - start, "timeseries_metadata")
         cursor = ByteCursor(data, start, self.path)
+        # The entry's key is the run's first name, and its names increase up to the next key:
+        # a lookup finds a name by the greatest key not above it.
+        previous: str | None = None
+        last_offset = start
         while cursor.remaining:
             cursor.u8("timeseries_metadata.type")
             name_offset = cursor.offset
             name = cursor.varstr("timeseries_metadata.measurement")
             if name is None:
                 raise cursor.error("measurement name is null", "measurement", name_offset)
+            if previous is None and name != node.keys[index]:
+                raise cursor.error(
+                    f"first measurement {name!r} is not its index key {node.keys[index]!r}",
+                    "timeseries_metadata.measurement",
+                    name_offset,
+                )
+            if previous is not None and not _name_precedes(previous, name):
+                raise cursor.error(
+                    f"measurement {name!r} does not follow {previous!r}: the names are not "
+                    "strictly increasing",
+                    "timeseries_metadata.measurement",
+                    name_offset,
+                )
+            previous, last_offset = name, name_offset
             type_offset = cursor.offset
             data_type = cursor.u8("timeseries_metadata.data_type")
             chunk_metadata_size = cursor.uvarint("timeseries_metadata.chunk_metadata_size")
             _skip_statistics(cursor, data_type, type_offset)
             cursor.skip(chunk_metadata_size, "timeseries_metadata.chunk_metadata")
             yield name, data_type
+        upper = self._upper_bound(node, index)
+        if upper is not None and previous is not None and not _name_precedes(previous, upper):
+            raise cursor.error(
+                f"measurement {previous!r} does not precede the next index key {upper!r}",
+                "timeseries_metadata.measurement",
+                last_offset,
+            )
 
     # ------------------------------------------------------------------ listing
     def series(self) -> list[Series]:
@@ -705,8 +834,8 @@ class TsFileReader:
         """
         if self._series is None:
             found: list[Series] = []
-            for root in self.metadata.table_roots.values():
-                self._collect_devices(root, found, 0)
+            for table in self.metadata.table_roots:
+                self._collect_devices(self._root(table), table, found, 0)
             self._series = found
         return self._series
 
@@ -714,10 +843,15 @@ class TsFileReader:
         """Return the filter input text of every indexed series."""
         return [series.path for series in self.series()]
 
-    def _collect_devices(self, node: IndexNode, found: list[Series], depth: int) -> None:
+    def _collect_devices(
+        self, node: IndexNode, table: str, found: list[Series], depth: int
+    ) -> None:
+        if node.node_type == NodeType.LEAF_DEVICE:
+            self._check_devices(node, table)
         for index, key in enumerate(node.keys):
             if node.node_type == NodeType.INTERNAL_DEVICE:
-                self._collect_devices(self._child(node, index, True, depth + 1), found, depth + 1)
+                child = self._child(node, index, True, depth + 1)
+                self._collect_devices(child, table, found, depth + 1)
             else:
                 device: DeviceSegments = key  # type: ignore[assignment]
                 measurement_root = self._child(node, index, False, depth + 1)
@@ -837,14 +971,12 @@ class TsFileReader:
         if not device:
             return False
         roots = self.metadata.table_roots
-        root = roots.get(device[0]) if device[0] is not None else None
-        if root is None:
-            root = roots.get("")
-        if root is None:
+        table = device[0] if device[0] in roots else ""
+        if table not in roots:
             return False
         return any(
             self._measurement_found(self._child(leaf, index, False, depth), measurement, depth)
-            for leaf, index, depth in self._device_entries(root, device, 0)
+            for leaf, index, depth in self._device_entries(self._root(table), device, 0)
         )
 
     def _device_entries(
@@ -1004,6 +1136,46 @@ _device_orders: tuple[Callable[[DeviceSegments], object], ...] = tuple(
     (lambda device, order=order: tuple(_segment_key(segment, order) for segment in device))
     for order in _string_orders
 )
+
+
+def _increasing(keys: Sequence, device_level: bool) -> bool:
+    """Whether index keys strictly increase in one of the writers' orders."""
+    try:  # plain comparison is the code-point order (it raises on a null segment)
+        if all(map(operator.lt, keys, keys[1:])):
+            return True
+    except TypeError:
+        pass
+    for order in reversed(_device_orders) if device_level else (_utf16_key,):
+        ordered = [order(key) for key in keys]
+        if all(map(operator.lt, ordered, ordered[1:])):
+            return True
+    return False
+
+
+def _name_precedes(first: str, second: str) -> bool:
+    """Whether ``first`` sorts before ``second`` in either writer's order of strings."""
+    return first < second or _utf16_key(first) < _utf16_key(second)
+
+
+def _device_precedes(first: DeviceSegments, second: DeviceSegments) -> bool:
+    """Whether device ``first`` sorts before ``second`` in either writer's order."""
+    return any(order(first) < order(second) for order in reversed(_device_orders))
+
+
+def _tree_form(device: DeviceSegments, table: str) -> DeviceSegments:
+    """The segments a lookup splits a tree-model device's path text into (under ``table``)."""
+    if None in device:
+        return ()  # a tree-model path has no null segment: never equal to the device
+    text = device_path(device)
+    return split_tree_device(text) if table else (text,)
+
+
+def _key_text(key: DeviceSegments | str) -> str:
+    return key if isinstance(key, str) else device_path(key)
+
+
+def _key_field(device_level: bool) -> str:
+    return "index_node.device" if device_level else "index_node.measurement"
 
 
 def _floor_candidates(keys: Sequence, target: object, orders: Sequence[Callable]) -> set[int]:
