@@ -42,6 +42,8 @@ _QUOTED = re.compile(
     r"'(?:[^'\\]|\\.|'')*'?|`(?:[^`\\]|\\.|``)*`?|\"(?:[^\"\\]|\\.|\"\")*\"?", re.S
 )
 _NOT_RUN = re.compile(r"(?:\bNOT\b\s*)+", re.I)
+# sqlglot's "Required keyword: 'expression' missing for <class 'sqlglot...EQ'>".
+_MISSING_PART = re.compile(r"Required keyword: .* missing for <class ")
 
 T = TypeVar("T")
 # One deep call at a time: each raises the interpreter-wide recursion limit for its duration.
@@ -163,7 +165,10 @@ def parse_clickhouse(sql: str):  # noqa: ANN201 - a sqlglot expression
     except SqlglotError as exc:
         errors = getattr(exc, "errors", None)
         reason = errors[0].get("description") if errors else None
-        raise SQLSyntaxError(reason or str(exc).splitlines()[0]) from exc
+        reason = reason or str(exc).splitlines()[0]
+        if _MISSING_PART.match(reason):  # names a sqlglot class, which tells a user nothing
+            reason = "the expression is incomplete: an operand or argument is missing"
+        raise SQLSyntaxError(reason) from exc
     except RecursionError as exc:
         raise SQLSyntaxError("the expression nests too deeply to parse") from exc
 

@@ -17,6 +17,7 @@ from bloomskip.dataset.translate import (
     UnsupportedPredicateError,
     clickhouse_to_duckdb,
     column_kinds,
+    parse_where,
     referenced_columns,
 )
 
@@ -249,3 +250,20 @@ def test_referenced_columns_in_order() -> None:
         "s",
         "tags",
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected", "unexpected"),
+    [
+        ("user_id = ", "the expression is incomplete", "<class"),
+        ("hasToken(msg, ", "cannot parse WHERE", "<class"),
+        ("user_id IN (1,", "cannot parse WHERE", "function form"),
+        ("in(user_id, (1, 2))", "instead of the function form", "<class"),
+        ("a = 1 AND in(user_id, (1, 2))", "instead of the function form", "<class"),
+    ],
+)
+def test_parse_errors_speak_sql_not_sqlglot(where: str, expected: str, unexpected: str) -> None:
+    with pytest.raises(UnsupportedPredicateError) as caught:
+        parse_where(where)
+    message = str(caught.value)
+    assert expected in message and unexpected not in message and "\n" not in message

@@ -162,12 +162,17 @@ def parse_where(where: str):
         tree = parse_shared(where)
     except SQLSyntaxError as exc:
         hint = ""
-        if re.search(r"(?i)(?:^|[^\w`\".])in\s*\(", where):
+        if _FUNCTION_FORM_IN.search(where):
             hint = "; write x IN (...) instead of the function form in(x, (...))"
         raise UnsupportedPredicateError(f"cannot parse WHERE {_short(where)}: {exc}{hint}") from exc
     if not isinstance(tree, exp.Condition) or isinstance(tree, exp.Command):
         raise UnsupportedPredicateError(f"cannot parse WHERE {_short(where)}: not an expression")
     return tree
+
+
+# ``in(`` where an operator or nothing comes before it: the function form, which sqlglot cannot
+# parse (``x IN (`` has an operand before it).
+_FUNCTION_FORM_IN = re.compile(r"(?i)(?:^|[(,]|\b(?:and|or|not)\b)\s*in\s*\(")
 
 
 def _short(text: str) -> str:
