@@ -20,9 +20,8 @@ from pathlib import Path
 
 from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
 from bloomskip.dataset.sources import SourceFile, read_layout
+from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
 from bloomskip.errors import BloomskipError, FormatError
-
-ROW_GROUP = "row-group"
 
 
 @dataclass(frozen=True)
@@ -366,11 +365,6 @@ def progress_bar(total_rows: int, description: str, enabled: bool | None = None)
 def worker_count() -> int:
     """Threads used for building: one per CPU (granule builds release the GIL in C)."""
     return max(1, os.cpu_count() or 1)
-
-
-def relative_to(path: Path, root: Path) -> str:
-    """Return ``path`` relative to ``root`` with ``/`` separators (how the sidecar names files)."""
-    return Path(os.path.relpath(path, root)).as_posix()
 
 
 def build_sidecar(

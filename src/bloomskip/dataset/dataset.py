@@ -257,7 +257,7 @@ class Dataset:
             >>> Dataset("drift/").schema_conflicts()  # doctest: +SKIP
             {'id': 'part-0.parquet: int64, part-2.parquet: string'}
         """
-        from bloomskip.dataset.build import relative_to
+        from bloomskip.dataset.vocabulary import relative_to
 
         seen: dict[str, dict[str, str]] = {}
         for source, schema in zip(self.files, self.file_schemas(), strict=True):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import IdentityCache, Layout, SourceFile
+from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -109,7 +110,6 @@ def file_states(
         One :class:`FileState` per file. An entry is valid when the file's size, modification
         time and footer hash are unchanged and its granules still cover the file's rows.
     """
-    from bloomskip.dataset.build import ROW_GROUP, relative_to
     from bloomskip.dataset.sources import read_layout
 
     layouts = {} if layouts is None else layouts
@@ -191,8 +191,6 @@ def prune(
         A :class:`PruneResult`; its warnings name indexes that could not be used.
     """
     import numpy as np
-
-    from bloomskip.dataset.build import ROW_GROUP
 
     keep = [np.ones(len(state.layout.rows), bool) for state in states]
     indexed = [i for i, state in enumerate(states) if state.entry is not None]

@@ -1,0 +1,29 @@
+"""Names shared by building and pruning a sidecar: the row-group granule and sidecar file names.
+
+Both :mod:`bloomskip.dataset.build` and :mod:`bloomskip.dataset.prune` read these, so they live
+here rather than in either of them (pruning does not depend on the build machinery).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROW_GROUP = "row-group"
+
+
+def relative_to(path: Path, root: Path) -> str:
+    """Return ``path`` relative to ``root`` with ``/`` separators (how the sidecar names files).
+
+    Args:
+        path: A file of the dataset.
+        root: The dataset's root directory.
+
+    Returns:
+        The relative path, ``/``-separated on every platform.
+
+    Example:
+        >>> relative_to(Path("/data/a/b.parquet"), Path("/data"))
+        'a/b.parquet'
+    """
+    return Path(os.path.relpath(path, root)).as_posix()

@@ -1,0 +1,222 @@
+"""The package's import graph: the core imports no format package, the formats no dataset code.
+
+Every module under ``src/bloomskip`` is parsed with :mod:`ast`, and every import in it counts,
+including the lazy ones inside functions, relative imports, and ``importlib.import_module`` /
+``__import__`` calls with a constant name. The C module is checked for ``PyImport_*`` calls that
+name a format package. A broken rule fails naming the module, the line and the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bloomskip
+
+PACKAGE_DIR = Path(bloomskip.__file__).resolve().parent
+
+CORE = (
+    "bloomskip.hashing",
+    "bloomskip.bits",
+    "bloomskip._batch",
+    "bloomskip.errors",
+    "bloomskip._atomic",
+    "bloomskip._sql",
+)
+FORMATS = ("bloomskip.tsfile", "bloomskip.clickhouse", "bloomskip.dataset")
+
+# (rule, importing modules, forbidden targets): a module matches a name when it is that module
+# or inside that package.
+RULES = (
+    ("the core imports no format package", CORE, FORMATS),
+    ("tsfile never imports dataset", ("bloomskip.tsfile",), ("bloomskip.dataset",)),
+    ("clickhouse never imports dataset", ("bloomskip.clickhouse",), ("bloomskip.dataset",)),
+    (
+        "pruning uses the shared vocabulary, not the build machinery",
+        ("bloomskip.dataset.prune",),
+        ("bloomskip.dataset.build",),
+    ),
+)
+
+HEAVY = ("pyarrow", "duckdb", "sqlglot", "chdb")
+
+
+def _within(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+def module_name(path: Path, root: Path) -> str:
+    """Return the dotted name of the module at ``path`` in the package whose directory is ``root``.
+
+    Example:
+        >>> module_name(Path("pkg/a/b.py"), Path("pkg"))
+        'pkg.a.b'
+    """
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Return ``(line, imported module)`` for every import in ``source``, lazy ones included.
+
+    ``from a import b`` yields both ``a`` and ``a.b`` (``b`` may be a submodule); relative
+    imports are resolved against ``module``.
+
+    Example:
+        >>> imports_of("def f():\\n    from .b import c", "pkg.a", False)
+        [(2, 'pkg.b'), (2, 'pkg.b.c')]
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((node.lineno, base))
+            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+            )
+        ):
+            found.append((node.lineno, node.args[0].value))
+    return sorted(set(found))
+
+
+def violations(root: Path) -> list[str]:
+    """Return one ``module:line: imports target (breaks: rule)`` line per broken rule."""
+    broken = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        text = path.read_text(encoding="utf-8")
+        reported = set()  # ``from a import b`` yields ``a`` and ``a.b``: one report per line
+        for line, target in imports_of(text, module, path.name == "__init__.py"):
+            for rule, importers, forbidden in RULES:
+                if (
+                    _within(module, importers)
+                    and _within(target, forbidden)
+                    and (line, rule) not in reported
+                ):
+                    reported.add((line, rule))
+                    broken.append(f"{module} ({path.name}:{line}): imports {target} ({rule})")
+    # The C module is core too: it may import nothing of a format package.
+    c_import = re.compile(r"PyImport_\w+\s*\(\s*\"([\w.]+)\"")
+    for path in sorted(root.rglob("*.c")):
+        text = path.read_text(encoding="utf-8")
+        for match in c_import.finditer(text):
+            if _within(match.group(1), FORMATS):
+                line = text.count("\n", 0, match.start()) + 1
+                broken.append(
+                    f"bloomskip._native ({path.name}:{line}): imports {match.group(1)} "
+                    "(the core imports no format package)"
+                )
+    return broken
+
+
+def test_every_module_parses_and_the_rules_hold():
+    modules = list(PACKAGE_DIR.rglob("*.py"))
+    assert len(modules) > 20  # the walk found the package, not an empty directory
+    broken = violations(PACKAGE_DIR)
+    assert not broken, "import rules broken:\n" + "\n".join(broken)
+
+
+@pytest.mark.parametrize(
+    ("relative", "code", "expected"),
+    [
+        (
+            "hashing.py",
+            "def f():\n    from bloomskip.tsfile import BloomFilter\n",
+            "bloomskip.hashing (hashing.py:2): imports bloomskip.tsfile",
+        ),
+        (
+            "bits.py",
+            "from bloomskip import dataset\n",
+            "bloomskip.bits (bits.py:1): imports bloomskip.dataset",
+        ),
+        (
+            "_sql.py",
+            "import importlib\nimportlib.import_module('bloomskip.clickhouse.ddl')\n",
+            "bloomskip._sql (_sql.py:2): imports bloomskip.clickhouse.ddl",
+        ),
+        (
+            "clickhouse/index.py",
+            "def f():\n    from ..dataset.sidecar import Sidecar\n",
+            "bloomskip.clickhouse.index (index.py:2): imports bloomskip.dataset.sidecar",
+        ),
+        (
+            "tsfile/__init__.py",
+            "from .. import dataset\n",
+            "bloomskip.tsfile (__init__.py:1): imports bloomskip.dataset",
+        ),
+        (
+            "dataset/prune.py",
+            "def f():\n    from bloomskip.dataset.build import ROW_GROUP\n",
+            "bloomskip.dataset.prune (prune.py:2): imports bloomskip.dataset.build",
+        ),
+        (
+            "_native_src/hash.c",
+            'static void f(void) { PyImport_ImportModule("bloomskip.dataset"); }\n',
+            "bloomskip._native (hash.c:1): imports bloomskip.dataset",
+        ),
+    ],
+)
+def test_a_broken_rule_is_reported_with_module_and_line(tmp_path, relative, code, expected):
+    root = tmp_path / "bloomskip"
+    (root / Path(relative).parent).mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / relative).write_text(code)
+    found = violations(root)
+    assert len(found) == 1, found
+    assert any(line.startswith(expected) for line in found), found
+
+
+def test_allowed_imports_are_not_reported(tmp_path):
+    root = tmp_path / "bloomskip"
+    (root / "dataset").mkdir(parents=True)
+    (root / "__init__.py").write_text("from bloomskip.dataset import Dataset\n")
+    (root / "dataset" / "build.py").write_text("from bloomskip.clickhouse.index import SkipIndex\n")
+    (root / "dataset" / "prune.py").write_text("from .vocabulary import ROW_GROUP\n")
+    (root / "hashing.py").write_text("from bloomskip.errors import FormatError\n")
+    assert violations(root) == []
+
+
+STARTS = {
+    "import": "import bloomskip",
+    # What ``bloomskip --help`` runs, in this process so its modules can be listed after.
+    "help": (
+        "import runpy, sys\n"
+        "sys.argv = ['bloomskip', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('bloomskip', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_start_up_imports_no_heavy_dependency(start):
+    probe = (
+        STARTS[start]
+        + f"\nprint(sorted(m for m in __import__('sys').modules if m.split('.')[0] in {HEAVY!r}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
