@@ -96,7 +96,7 @@ def test_huge_bit_count_does_not_allocate() -> None:
     assert parsed.bit_count == 2**31 - 1
     assert len(parsed._bits) == 1
     assert parsed.bits_set == 1
-    assert parsed.might_contain("anything") in (True, False)
+    assert ("anything" in parsed) in (True, False)
 
 
 def test_constructor_validation() -> None:
@@ -205,3 +205,105 @@ def test_bits_past_bit_count_are_not_counted() -> None:
     assert parsed.bits_set == 3
     assert parsed.fill_ratio == 1.0
     assert parsed.set_positions().tolist() == [0, 1, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    common=paths_strategy,
+    only_left=paths_strategy,
+    only_right=paths_strategy,
+    variant=st.sampled_from(["signed-tail", "unsigned-tail", "both"]),
+)
+def test_intersection_keeps_every_common_path(
+    common: list[str], only_left: list[str], only_right: list[str], variant: str
+) -> None:
+    left = BloomFilter(512, 4, variant=variant)  # type: ignore[arg-type]
+    left.update(common, only_left)
+    right = BloomFilter(512, 4, variant=variant)  # type: ignore[arg-type]
+    right.update(only_right, common)
+    both = left & right
+    assert both.contains_batch(common).all()
+    assert both <= left and both <= right
+    # Over-approximates the common paths' own filter, never under-approximates it.
+    exact = BloomFilter(512, 4, variant=variant)  # type: ignore[arg-type]
+    exact.update(common)
+    assert exact <= both
+    # The serialized bits are the bitwise AND of the operands' bits.
+    anded = bytes(x & y for x, y in zip(left._bits.tobytes(), right._bits.tobytes(), strict=True))
+    assert both.to_bytes() == BloomFilter.from_stored_bits(anded, 512, 4).to_bytes()
+    left &= right
+    assert left == both and left.variant == variant
+
+
+def test_intersection_bytes_are_the_bitwise_and() -> None:
+    left = BloomFilter.from_bytes(b"\x02\x0f\xf0\x10\x03", variant="signed-tail")
+    right = BloomFilter.from_bytes(b"\x01\x3c\x10\x03", variant="signed-tail")  # shorter bits
+    assert (left & right).to_bytes() == b"\x01\x0c\x10\x03"
+    assert (right & left).to_bytes() == b"\x01\x0c\x10\x03"
+    disjoint = BloomFilter.from_bytes(b"\x02\x00\x01\x10\x03", variant="signed-tail")
+    assert (right & disjoint).to_bytes() == b"\x00"
+    assert not right & disjoint
+
+
+def test_intersection_rejects_incompatible_filters() -> None:
+    base = BloomFilter(512, 4)
+    for other in [
+        BloomFilter(256, 4),
+        BloomFilter(512, 3),
+        BloomFilter(512, 4, variant="unsigned-tail"),
+        BloomFilter(512, 4, variant="both"),
+        BloomFilter(512, 4, charset="latin-1"),
+    ]:
+        with pytest.raises(ValueError):
+            _ = base & other
+        with pytest.raises(ValueError):
+            base &= other
+    with pytest.raises(TypeError):
+        _ = base & {"a.b"}  # type: ignore[operator]
+    assert base == BloomFilter(512, 4)
+
+
+def test_comparison_operators() -> None:
+    small = BloomFilter(512, 4)
+    small.add("root.sg.d1.s1")
+    big = small.copy()
+    big.add("root.sg.d1.s2")
+    assert small <= big and big >= small and small <= small and small >= small
+    assert not big <= small and not small >= big
+    assert (small <= big) == small.issubset(big) and (big >= small) == big.issuperset(small)
+    with pytest.raises(ValueError):
+        _ = small <= BloomFilter(256, 4)
+    with pytest.raises(ValueError):
+        _ = small >= BloomFilter(512, 5)
+    with pytest.raises(TypeError):
+        _ = small <= {"root.sg.d1.s1"}  # type: ignore[operator]
+
+
+def test_bool_and_clear() -> None:
+    assert not BloomFilter(256, 5)
+    built = BloomFilter.for_paths(["root.sg.d1.s1"], variant="both")
+    assert built
+    built.clear()
+    assert not built and built.bits_set == 0 and built.to_bytes() == b"\x00"
+    assert "root.sg.d1.s1" not in built
+    assert (built.bit_count, built.hash_function_count, built.variant) == (256, 5, "both")
+    built.add("root.sg.d1.s2")
+    assert "root.sg.d1.s2" in built
+    # Bits past bit_count (a foreign writer's) hold no path.
+    assert not BloomFilter.from_bytes(b"\x01\xf8\x03\x01")
+    parsed = BloomFilter.from_bytes(b"\x01\x01\xff\xff\xff\xff\x07\x05")
+    parsed.clear()  # a huge filter read from a file keeps its stored length
+    assert not parsed and len(parsed._bits) == 1
+
+
+def test_update_takes_filters_and_iterables() -> None:
+    other = BloomFilter(512, 4, variant="unsigned-tail")
+    other.add("root.sg.设备.s1")
+    target = BloomFilter(512, 4)
+    target.update(["root.sg.d1.s1"], (p for p in ["root.sg.d1.s2"]), other)
+    assert target.variant == "both"  # as with |=
+    assert target.contains_batch(["root.sg.d1.s1", "root.sg.d1.s2", "root.sg.设备.s1"]).all()
+    assert target >= other
+    target.update()
+    with pytest.raises(ValueError):
+        target.update(BloomFilter(256, 4))

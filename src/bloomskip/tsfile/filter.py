@@ -15,7 +15,7 @@ Example:
     >>> f.bit_count, f.hash_function_count
     (6236, 5)
     >>> f.add("root.sg.d1.s1")
-    >>> "root.sg.d1.s1" in f, f.might_contain("root.sg.d1.s2")
+    >>> "root.sg.d1.s1" in f, "root.sg.d1.s2" in f
     (True, False)
     >>> BloomFilter.from_bytes(f.to_bytes()) == f
     True
@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -275,18 +276,52 @@ class BloomFilter:
         """Add one path (``str`` is encoded with the filter's charset)."""
         self._add_encoded([encode_path(path, self.charset)])
 
-    def update(self, paths: Any) -> None:
-        """Add a batch of paths (a sequence of str/bytes, or a pyarrow string/binary array)."""
-        self._add_encoded(encode_paths(_listify(paths), self.charset))
+    def update(self, *others: BloomFilter | Iterable[Any]) -> None:
+        """Add the paths of each argument, like :meth:`set.update`.
 
-    def might_contain(self, path: PathLike) -> bool:
-        """Return False only when the path is definitely absent under the filter's variant(s)."""
-        return bool(self.contains_batch([encode_path(path, self.charset)])[0])
+        Args:
+            *others: Each a filter (merged in as by ``|=``), or a batch of paths (a sequence or
+                iterable of str/bytes, or a pyarrow string/binary array).
+
+        Raises:
+            ValueError: A filter argument differs in shape (see :meth:`__or__`).
+
+        Example:
+            >>> f, g = BloomFilter(256, 5), BloomFilter(256, 5)
+            >>> g.add("root.sg.d1.s2")
+            >>> f.update(["root.sg.d1.s1"], g)
+            >>> "root.sg.d1.s1" in f, "root.sg.d1.s2" in f
+            (True, True)
+        """
+        for other in others:
+            if isinstance(other, BloomFilter):
+                self |= other
+            else:
+                self._add_encoded(encode_paths(_listify(other), self.charset))
 
     def __contains__(self, path: object) -> bool:
+        """Return False only when the path is definitely absent under the filter's variant(s).
+
+        Anything but a str or bytes-like path is absent.
+        """
         if not isinstance(path, (str, bytes, bytearray, memoryview)):
             return False
-        return self.might_contain(path)
+        return bool(self.contains_batch([encode_path(path, self.charset)])[0])
+
+    def __bool__(self) -> bool:
+        """Return False when no bit below ``bit_count`` is set (the filter holds no path)."""
+        return self.bits_set > 0
+
+    def clear(self) -> None:
+        """Remove every path: unset all bits (the shape, variant and charset stay).
+
+        Example:
+            >>> f = BloomFilter.for_paths(["root.sg.d1.s1"])
+            >>> f.clear()
+            >>> bool(f), f.to_bytes()
+            (False, b'\\x00')
+        """
+        self._bits.fill(0)
 
     def contains_batch(self, paths: Any) -> np.ndarray:
         """Return a bool array: False where a path is definitely absent under every variant."""
@@ -402,15 +437,89 @@ class BloomFilter:
             self.variant = "both"
         return self
 
+    def __and__(self, other: BloomFilter) -> BloomFilter:
+        """Return the intersection: the bits set in both filters.
+
+        It over-approximates the intersection of the two path sets: a path added to both
+        filters is always in ``a & b`` (no false negative), and a path in only one of them may
+        be too, more often than in a filter built from the common paths alone. A filter read with
+        :meth:`from_bytes` is queried with ``both`` because bytes do not name their writer:
+        intersect two of them only when their writers used the same tail variant.
+
+        Args:
+            other: A filter of the same shape, hash variant and charset (otherwise a path added
+                to both may set different bits in each, and the intersection would lose it).
+
+        Returns:
+            A new filter with this filter's variant and charset.
+
+        Raises:
+            ValueError: The shape, the variant or the charset differ.
+
+        Example:
+            >>> a = BloomFilter.for_paths(["root.sg.d1.s1", "root.sg.d1.s2"])
+            >>> b = BloomFilter.for_paths(["root.sg.d1.s1"], 0.05)
+            >>> "root.sg.d1.s1" in a & b
+            True
+        """
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result &= other
+        return result
+
+    def __iand__(self, other: BloomFilter) -> BloomFilter:
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        self._check_compatible(other)
+        if (self.variant, self.charset) != (other.variant, other.charset):
+            raise ValueError(
+                "filters hash paths differently: "
+                f"(variant={self.variant!r}, charset={self.charset!r}) vs "
+                f"(variant={other.variant!r}, charset={other.charset!r})"
+            )
+        mine, theirs = self._padded_pair(other)
+        self._bits = np.bitwise_and(mine, theirs)
+        return self
+
     def issubset(self, other: BloomFilter) -> bool:
-        """Return True when every bit set here is set in ``other`` (same shape required)."""
+        """Return True when every bit set here is set in ``other``.
+
+        Args:
+            other: A filter of the same shape.
+
+        Returns:
+            Whether ``other`` covers this filter's bits (then every path that may be in this
+            filter may be in ``other``).
+
+        Raises:
+            ValueError: The shapes differ.
+
+        Example:
+            >>> small = BloomFilter.for_paths(["root.sg.d1.s1"])
+            >>> big = small | BloomFilter.for_paths(["root.sg.d1.s2"])
+            >>> small <= big, small >= big
+            (True, False)
+        """
         self._check_compatible(other)
         mine, theirs = self._padded_pair(other)
         return bool(bits.covers(theirs, mine))
 
     def issuperset(self, other: BloomFilter) -> bool:
-        """Return True when every bit set in ``other`` is set here."""
+        """Return True when every bit set in ``other`` is set here (see :meth:`issubset`)."""
         return other.issubset(self)
+
+    def __le__(self, other: BloomFilter) -> bool:
+        """``a <= b`` is ``a.issubset(b)``."""
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        return self.issubset(other)
+
+    def __ge__(self, other: BloomFilter) -> bool:
+        """``a >= b`` is ``a.issuperset(b)``."""
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        return self.issuperset(other)
 
     def __eq__(self, other: object) -> bool:
         """Equal shape and equal bits (the variant and charset are how to query, not content)."""
