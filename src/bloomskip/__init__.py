@@ -13,14 +13,42 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
+from bloomskip.errors import (
+    BloomskipError,
+    ConditionError,
+    FormatError,
+    IndexDefinitionError,
+    PartCommandError,
+    PartError,
+    SimulateError,
+    SQLSyntaxError,
+    StaleSourceError,
+    TruncatedError,
+    UnsupportedPredicateError,
+    UnsupportedTypeError,
+)
 
 if TYPE_CHECKING:
     from bloomskip.dataset import Dataset
 
 __version__ = "0.1.0"
 
-__all__ = ["BloomskipError", "Dataset", "FormatError", "StaleSourceError", "__version__"]
+__all__ = [
+    "BloomskipError",
+    "ConditionError",
+    "Dataset",
+    "FormatError",
+    "IndexDefinitionError",
+    "PartCommandError",
+    "PartError",
+    "SQLSyntaxError",
+    "SimulateError",
+    "StaleSourceError",
+    "TruncatedError",
+    "UnsupportedPredicateError",
+    "UnsupportedTypeError",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

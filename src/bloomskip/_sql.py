@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TypeVar
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import SQLSyntaxError
 
 __all__ = [
     "MAX_NESTING",
@@ -52,10 +52,6 @@ _DEEP_LOCK = threading.Lock()
 # sqlglot logs "Falling back to parsing as a 'Command'" (and other warnings) for statements it
 # only half understands; a WHERE that does not parse is reported by our own error instead.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
-
-
-class SQLSyntaxError(BloomskipError, ValueError):
-    """SQL that does not parse; the message is sqlglot's first error, on one line."""
 
 
 def nesting_depth(sql: str) -> int:

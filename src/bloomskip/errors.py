@@ -40,3 +40,39 @@ class FormatError(BloomskipError, ValueError):
 
 class StaleSourceError(BloomskipError):
     """A source file changed or vanished after it was indexed."""
+
+
+class SQLSyntaxError(BloomskipError, ValueError):
+    """SQL that does not parse; the message is sqlglot's first error, on one line."""
+
+
+class TruncatedError(FormatError):
+    """The bytes ended inside a field: the structure is cut short (or was read only in part)."""
+
+
+class PartError(BloomskipError):
+    """A part directory that cannot be used: missing files, unknown index names."""
+
+
+class SimulateError(BloomskipError):
+    """Bad input to ``simulate``: unreadable data, an unknown column, a bad option."""
+
+
+class IndexDefinitionError(BloomskipError, ValueError):
+    """An index definition ClickHouse would reject, or one bloomskip cannot evaluate."""
+
+
+class UnsupportedTypeError(BloomskipError, ValueError):
+    """A ClickHouse type (or Arrow type) that the requested index cannot hash."""
+
+
+class ConditionError(BloomskipError, ValueError):
+    """A WHERE expression that is not valid ClickHouse SQL, or that ClickHouse refuses."""
+
+
+class PartCommandError(BloomskipError):
+    """A user error of ``inspect`` / ``explain`` (bad file, unknown index)."""
+
+
+class UnsupportedPredicateError(BloomskipError, ValueError):
+    """A WHERE clause that cannot be translated exactly (or is not valid ClickHouse SQL)."""

@@ -220,3 +220,28 @@ def test_start_up_imports_no_heavy_dependency(start):
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+def test_every_exception_class_lives_in_errors_and_is_exported():
+    """One errors module: no other module defines an exception, and ``bloomskip`` re-exports all."""
+    errors_module = PACKAGE_DIR / "errors.py"
+    outside = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        if path == errors_module:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = {ast.unparse(base) for base in node.bases}
+                if any(base.endswith(("Error", "Exception")) for base in bases):
+                    outside.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {node.name}")
+    assert outside == []
+
+    from bloomskip import errors
+
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    assert defined <= set(bloomskip.__all__)
+    assert all(getattr(bloomskip, name) is getattr(errors, name) for name in defined)

@@ -58,7 +58,7 @@ from bloomskip.clickhouse.granule import (
     TextGranules,
 )
 from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp, like_affix
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import ConditionError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -105,10 +105,6 @@ _FLOAT_KEYWORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
 _UNKNOWN = object()  # an atom slot ClickHouse fills with FUNCTION_UNKNOWN
 # A function node as (ClickHouse function name, arguments).
 _Function = tuple[str, list]
-
-
-class ConditionError(BloomskipError, ValueError):
-    """A WHERE expression that is not valid ClickHouse SQL, or that ClickHouse refuses."""
 
 
 # ------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from bloomskip.clickhouse.types import (
     parse_clickhouse_type,
     type_from_sqlglot,
 )
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import IndexDefinitionError
 
 __all__ = [
     "INDEX_TYPES",
@@ -59,10 +59,6 @@ _SUPPORTED_FUNCTIONS = {
     "mapvalues": "mapValues",
 }
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class IndexDefinitionError(BloomskipError, ValueError):
-    """An index definition ClickHouse would reject, or one bloomskip cannot evaluate."""
 
 
 def _quote_identifier(name: str) -> str:

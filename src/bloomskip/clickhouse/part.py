@@ -42,7 +42,7 @@ from bloomskip.clickhouse.marks import (
     escape_for_file_name,
     read_marks,
 )
-from bloomskip.errors import BloomskipError, FormatError
+from bloomskip.errors import FormatError, PartError
 
 if TYPE_CHECKING:  # the engine modules are imported when an index is read, not at import time
     from bloomskip.clickhouse.ddl import IndexDefinition
@@ -58,10 +58,6 @@ _SUBSTREAMS_LINE = re.compile(rb"^(\d{1,6}) substreams for column ", re.MULTILIN
 _COLUMNS_LINE = re.compile(rb"^(\d{1,6}) columns:", re.MULTILINE)
 #: A sane ceiling for a count.txt row count (ClickHouse parts are far smaller).
 _MAX_ROWS = 1 << 48
-
-
-class PartError(BloomskipError):
-    """A part directory that cannot be used: missing files, unknown index names."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import BloomskipError, PartCommandError
 
 if TYPE_CHECKING:  # kept out of the import path: registering the commands must stay cheap
     from bloomskip.clickhouse.ddl import IndexDefinition
@@ -99,10 +99,6 @@ def _probability(text: str) -> float:
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
-
-
-class PartCommandError(BloomskipError):
-    """A user error of ``inspect`` / ``explain`` (bad file, unknown index)."""
 
 
 def _open_part(args: argparse.Namespace) -> Part:

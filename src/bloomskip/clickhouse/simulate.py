@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import SimulateError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,10 +43,6 @@ __all__ = ["IndexReport", "PredicateReport", "SimulateError", "register", "simul
 
 #: ClickHouse's default ``index_granularity`` (rows per data granule).
 DEFAULT_INDEX_GRANULARITY = 8192
-
-
-class SimulateError(BloomskipError):
-    """Bad input to ``simulate``: unreadable data, an unknown column, a bad option."""
 
 
 @dataclass

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import UnsupportedTypeError
 
 __all__ = [
     "ClickHouseType",
@@ -42,10 +42,6 @@ __all__ = [
     "text_values",
     "value_hashes",
 ]
-
-
-class UnsupportedTypeError(BloomskipError, ValueError):
-    """A ClickHouse type (or Arrow type) that the requested index cannot hash."""
 
 
 # Integer-like types: name -> (numpy dtype of the stored value). The value is zero-extended to

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import UnsupportedPredicateError
 
 # WHERE texts whose parse / translation is remembered: a Dataset answering the same predicates
 # again skips sqlglot (about 0.3 ms a parse). Only immutable results (text, tuples) are cached.
@@ -73,10 +73,6 @@ _DATETIME_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,9})?)?
 NUMERIC_KINDS = frozenset({"int", "uint", "float32", "float64", "bool"})
 FLOAT_KINDS = frozenset({"float32", "float64"})
 STRING_KINDS = frozenset({"string", "binary"})
-
-
-class UnsupportedPredicateError(BloomskipError, ValueError):
-    """A WHERE clause that cannot be translated exactly (or is not valid ClickHouse SQL)."""
 
 
 def column_kinds(schema) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from bloomskip.errors import FormatError
+from bloomskip.errors import FormatError, TruncatedError
 
 #: Java's readUnsignedVarInt fills an ``int``: 5 groups of 7 bits at most.
 MAX_UVARINT_BYTES = 5
@@ -24,10 +24,6 @@ INT32_MAX = 2**31 - 1
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class TruncatedError(FormatError):
-    """The bytes ended inside a field: the structure is cut short (or was read only in part)."""
 
 
 class ByteCursor:
