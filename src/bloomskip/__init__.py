@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from bloomskip.errors import (
     BloomskipError,
+    CommitConflictError,
     ConditionError,
     FormatError,
     IndexDefinitionError,
@@ -23,6 +24,7 @@ from bloomskip.errors import (
     SimulateError,
     SQLSyntaxError,
     StaleSourceError,
+    StorageError,
     TruncatedError,
     UnsupportedPredicateError,
     UnsupportedTypeError,
@@ -35,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BloomskipError",
+    "CommitConflictError",
     "ConditionError",
     "Dataset",
     "FormatError",
@@ -44,6 +47,7 @@ __all__ = [
     "SQLSyntaxError",
     "SimulateError",
     "StaleSourceError",
+    "StorageError",
     "TruncatedError",
     "UnsupportedPredicateError",
     "UnsupportedTypeError",

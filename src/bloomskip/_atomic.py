@@ -163,6 +163,42 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
         out.write(data)
 
 
+def write_if_absent(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; atomic, and safe between processes.
+
+    The bytes go to a temporary file that is flushed to disk and then hard-linked to ``path``:
+    a link fails if the name exists, so of two writers racing for one name exactly one wins,
+    and a reader never sees a partly written file.
+
+    Returns:
+        ``True`` if this call created ``path``; ``False`` if it already existed (left as it was).
+
+    Raises:
+        OSError: The directory is not writable, or the disk is full.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> target = pathlib.Path(tempfile.mkdtemp()) / "v1.json"
+        >>> write_if_absent(target, b"{}"), write_if_absent(target, b"[]"), target.read_bytes()
+        (True, False, b'{}')
+    """
+    target = Path(path)
+    temporary, descriptor = _create_temporary(target)
+    try:
+        with os.fdopen(descriptor, "wb", closefd=False) as out:
+            out.write(data)
+        os.fsync(descriptor)
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            return False
+    finally:
+        os.close(descriptor)
+        temporary.unlink(missing_ok=True)
+    _fsync_directory(target.parent)
+    return True
+
+
 def _create_temporary(target: Path) -> tuple[Path, int]:
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # Mode 0o666 lets the umask apply as for open().

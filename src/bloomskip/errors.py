@@ -76,3 +76,14 @@ class PartCommandError(BloomskipError):
 
 class UnsupportedPredicateError(BloomskipError, ValueError):
     """A WHERE clause that cannot be translated exactly (or is not valid ClickHouse SQL)."""
+
+
+class StorageError(BloomskipError, OSError):
+    """A location that cannot be read or written: unreachable, denied, missing, or not writable.
+
+    The message names the URI (or path) and what failed, on one line.
+    """
+
+
+class CommitConflictError(BloomskipError):
+    """An index commit that cannot be applied on top of the newest version, or kept losing races."""

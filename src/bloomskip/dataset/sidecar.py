@@ -266,6 +266,48 @@ def join_sections(
     return b"".join(fetched[item] for item in good), good, errors
 
 
+@dataclass(frozen=True)
+class EncodedSidecar:
+    """A sidecar in bytes, with where its parts lie (what a segment's manifest entry records).
+
+    Attributes:
+        data: The whole file, format version 2.
+        header_end: Bytes from the start to the end of the header checksum: everything a reader
+            needs before it can read a section.
+        index_spans: ``(offset, length)`` of each index's sections, in index order; each index's
+            sections are adjacent (the payload is index-major).
+    """
+
+    data: bytes
+    header_end: int
+    index_spans: tuple[tuple[int, int], ...]
+
+
+def encode_sidecar(sidecar: Sidecar) -> EncodedSidecar:
+    """Encode ``sidecar`` in format version 2 (see :func:`write_sidecar`).
+
+    Raises:
+        FormatError: A payload of ``sidecar`` (read from a corrupt sidecar) fails its checksum.
+
+    Example:
+        >>> encoded = encode_sidecar(Sidecar("row-group", [], {}))
+        >>> encoded.data[:8], encoded.header_end == len(encoded.data), encoded.index_spans
+        (b'BSKIPIDX', True, ())
+    """
+    header, payloads = _encode_header(sidecar)
+    prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header))
+    header_end = len(prefix) + len(header) + DIGEST_SIZE
+    spans = []
+    offset = header_end
+    files = len(sidecar.files)
+    for number in range(len(sidecar.indexes)):
+        length = sum(len(payload) for payload in payloads[number * files : (number + 1) * files])
+        spans.append((offset, length))
+        offset += length
+    data = b"".join([prefix, header, hashlib.sha256(prefix + header).digest(), *payloads])
+    return EncodedSidecar(data, header_end, tuple(spans))
+
+
 def write_sidecar(sidecar: Sidecar, path: str | os.PathLike) -> None:
     """Write ``sidecar`` to ``path`` atomically, in format version 2.
 
@@ -280,15 +322,8 @@ def write_sidecar(sidecar: Sidecar, path: str | os.PathLike) -> None:
     Example:
         >>> write_sidecar(Sidecar("row-group", [], {}), "data/_bloomskip.index")  # doctest: +SKIP
     """
-    destination = Path(path)
-    header, payloads = _encode_header(sidecar)
-    with atomic_writer(destination) as handle:
-        prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header))
-        handle.write(prefix)
-        handle.write(header)
-        handle.write(hashlib.sha256(prefix + header).digest())
-        for payload in payloads:
-            handle.write(payload)
+    with atomic_writer(Path(path)) as handle:
+        handle.write(encode_sidecar(sidecar).data)
 
 
 def read_sidecar(path: str | os.PathLike) -> Sidecar:
@@ -370,6 +405,26 @@ def _parse_json(text: bytes | memoryview, source: str) -> object:
             offset=PREFIX.size,
             source=source,
         ) from exc
+
+
+def decode_sidecar_from(reader, source: str) -> Sidecar:
+    """Decode a version-2 sidecar read through ``reader`` (``size()`` and ``read(offset, n)``).
+
+    Only the prefix and header are read now; each section when it is first accessed. A segment
+    of a manifest-based index is read this way, from byte ranges fetched from its store.
+
+    Raises:
+        FormatError: As :func:`read_sidecar`; version 1 is not accepted here.
+    """
+    version = _check_prefix(reader.read(0, PREFIX.size), reader.size(), source)
+    if version != FORMAT_VERSION:
+        raise FormatError(
+            f"a segment must be format version {FORMAT_VERSION}, not {version}",
+            field="version",
+            offset=8,
+            source=source,
+        )
+    return _decode_v2(reader, source)
 
 
 def _decode_v2(reader, source: str) -> Sidecar:

@@ -1,0 +1,421 @@
+"""Where bytes live: a local folder or an object-store prefix, behind one small interface.
+
+A :class:`Store` is a root location (a directory, or ``s3://bucket/prefix``, ``gs://…``,
+``az://…``/``abfs://…``) holding objects named by ``/``-separated keys relative to it. It offers
+exactly what a bloomskip index needs from storage, and counts every request and byte:
+
+* :meth:`Store.list`: every object under a prefix with its identity (size, ETag or version,
+  modification time) from the listing alone, so identities never cost a request per object;
+* :meth:`Store.get` and :meth:`Store.get_ranges`: whole objects, or byte ranges coalesced the
+  way object stores like them (ranges less than :data:`COALESCE_GAP` apart share a request);
+* :meth:`Store.put`: an atomic write of an object no one else writes (a new segment);
+* :meth:`Store.put_if_absent`: create-only, the primitive a manifest commit is built on — of two
+  writers racing for one key exactly one succeeds (``If-None-Match: *`` on object stores, a hard
+  link locally);
+* :meth:`Store.delete`.
+
+Object stores are reached through ``obstore`` (pyarrow's filesystems have no conditional put and
+list no ETags); endpoints and credentials come from the environment as for every AWS, Google and
+Azure client (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``GOOGLE_APPLICATION_CREDENTIALS``,
+``AZURE_STORAGE_ACCOUNT_NAME``, …). Data files are read through pyarrow's filesystem for the
+same location (:meth:`Store.arrow_filesystem`). Every failure is a :class:`StorageError` naming
+the URI.
+
+Example:
+    >>> import tempfile
+    >>> store = open_store(tempfile.mkdtemp())
+    >>> store.put_if_absent("a/1.json", b"{}"), store.put_if_absent("a/1.json", b"[]")
+    (True, False)
+    >>> [info.key for info in store.list("a/")], store.get("a/1.json")
+    (['a/1.json'], b'{}')
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bloomskip._atomic import write_atomically, write_if_absent
+from bloomskip.errors import StorageError
+
+#: Byte ranges closer than this are read in one request (object_store's own default).
+COALESCE_GAP = 1 << 20
+
+#: URI schemes served by an object store; everything else is a local path.
+OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "adl")
+
+# Generous enough for a slow store, bounded so that an unreachable endpoint is an error in
+# seconds rather than object_store's default of minutes of retries.
+_CLIENT_OPTIONS = {"connect_timeout": "5s", "timeout": "60s"}
+_RETRIES = {"max_retries": 3, "retry_timeout": timedelta(seconds=20)}
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object as a listing describes it.
+
+    Attributes:
+        key: Its key relative to the store's root, with ``/`` separators.
+        size: Its length in bytes.
+        mtime_ns: Its modification time, in nanoseconds since the epoch.
+        etag: The object store's entity tag (``None`` locally).
+        version: The object's version id, where the bucket keeps versions.
+    """
+
+    key: str
+    size: int
+    mtime_ns: int
+    etag: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class IOStats:
+    """Requests made and bytes moved through one store, for ``--explain`` and benchmarks."""
+
+    requests: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def count(self, kind: str, requests: int = 1, read: int = 0, written: int = 0) -> None:
+        """Record ``requests`` requests of ``kind`` (``list``, ``get``, ``put``, …)."""
+        self.requests += requests
+        self.bytes_read += read
+        self.bytes_written += written
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + requests
+
+
+def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int]]:
+    """Merge ``(start, length)`` ranges that overlap or lie within ``gap`` bytes of each other.
+
+    Example:
+        >>> coalesce([(100, 10), (0, 10), (5000000, 1)], gap=1000)
+        [(0, 110), (5000000, 1)]
+    """
+    merged: list[list[int]] = []
+    for start, length in sorted(ranges):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], start + length)
+        else:
+            merged.append([start, start + length])
+    return [(start, end - start) for start, end in merged]
+
+
+def is_object_uri(location: str | os.PathLike) -> bool:
+    """Whether ``location`` names an object store (``s3://``, ``gs://``, ``az://``, …)."""
+    return isinstance(location, str) and urlsplit(location).scheme.lower() in OBJECT_SCHEMES
+
+
+def join_key(*parts: str) -> str:
+    """Join key parts with single ``/`` separators.
+
+    Example:
+        >>> join_key("a/", "/b", "c")
+        'a/b/c'
+    """
+    return "/".join(part.strip("/") for part in parts if part.strip("/"))
+
+
+class Store(ABC):
+    """A root location holding objects by key; see the module docstring."""
+
+    uri: str
+    stats: IOStats
+
+    def uri_of(self, key: str) -> str:
+        """The full URI (or path) of ``key``, for messages."""
+        return f"{self.uri.rstrip('/')}/{key}" if key else self.uri
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order, from one listing."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """The whole object ``key``; :class:`StorageError` if it does not exist."""
+
+    def get_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(start, length)`` range of ``key``, in the order given.
+
+        Ranges are coalesced (:func:`coalesce`) so that nearby ones cost one request. A range
+        past the end of the object comes back short: the caller checks lengths.
+        """
+        merged = coalesce(ranges)
+        chunks = self._read_ranges(key, merged)
+        out = []
+        for start, length in ranges:
+            for (merged_start, merged_length), chunk in zip(merged, chunks, strict=True):
+                if merged_start <= start and start + length <= merged_start + merged_length:
+                    offset = start - merged_start
+                    out.append(bytes(chunk[offset : offset + length]))
+                    break
+        return out
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` to ``key`` atomically, replacing what is there."""
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` holding ``data``; ``False`` (nothing written) if it exists already."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+
+    @abstractmethod
+    def arrow_filesystem(self):
+        """``(pyarrow filesystem, base path)`` for reading data files under this root."""
+
+    @abstractmethod
+    def _read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Read already coalesced ranges, one request each."""
+
+
+class LocalStore(Store):
+    """A directory; writes are atomic renames and create-only hard links."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.uri = str(self.root)
+        self.stats = IOStats()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key if key else self.root
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        base, _, _ = prefix.rpartition("/")
+        top = self._path(base)
+        found = []
+        try:
+            for directory, dirnames, filenames in os.walk(top):
+                dirnames.sort()
+                for name in filenames:
+                    path = Path(directory, name)
+                    key = path.relative_to(self.root).as_posix()
+                    if not key.startswith(prefix):
+                        continue
+                    try:
+                        info = path.stat()
+                    except FileNotFoundError:
+                        continue  # removed while listing
+                    found.append(ObjectInfo(key, info.st_size, info.st_mtime_ns))
+        except OSError as exc:
+            raise StorageError(f"cannot list {top}: {exc.strerror or exc}") from exc
+        self.stats.count("list")
+        return sorted(found, key=lambda item: item.key)
+
+    def get(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise StorageError(f"{path}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        self.stats.count("get", read=len(data))
+        return data
+
+    def _read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as handle:
+                chunks = [os.pread(handle.fileno(), length, start) for start, length in ranges]
+        except FileNotFoundError as exc:
+            raise StorageError(f"{path}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        self.stats.count("get", len(ranges), read=sum(map(len, chunks)))
+        return chunks
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, data)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self.stats.count("put", written=len(data))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            created = write_if_absent(path, data)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self.stats.count("put", written=len(data) if created else 0)
+        return created
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot delete {path}: {exc.strerror or exc}") from exc
+        self.stats.count("delete")
+
+    def arrow_filesystem(self):
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), str(self.root)
+
+
+class ObjectStore(Store):
+    """An object-store prefix (S3, GCS, Azure) reached through ``obstore``."""
+
+    def __init__(self, uri: str) -> None:
+        try:
+            import obstore
+            from obstore.store import from_url
+        except ImportError as exc:  # pragma: no cover - obstore is a dependency
+            raise StorageError(f"{uri}: reading object storage needs the obstore package") from exc
+        self._obstore = obstore
+        self.uri = uri.rstrip("/")
+        self.stats = IOStats()
+        options = dict(_CLIENT_OPTIONS)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and endpoint.startswith("http://"):
+            options["allow_http"] = True  # a local S3-API server; the URL says so, not a flag
+        try:
+            self._store = from_url(self.uri, client_options=options, retry_config=_RETRIES)
+        except Exception as exc:
+            raise StorageError(f"{self.uri}: {_one_line(exc)}") from exc
+
+    def _fail(self, action: str, key: str, exc: Exception) -> StorageError:
+        errors = self._obstore.exceptions
+        where = self.uri_of(key)
+        if isinstance(exc, errors.NotFoundError | FileNotFoundError):
+            return StorageError(f"{where}: no such object (or bucket)")
+        if isinstance(exc, errors.PermissionDeniedError | errors.UnauthenticatedError):
+            return StorageError(f"cannot {action} {where}: access denied ({_one_line(exc)})")
+        return StorageError(f"cannot {action} {where}: {_one_line(exc)}")
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        found = []
+        pages = 0
+        # obstore lists whole path segments: list the prefix's directory and filter by
+        # characters, as S3's own prefix does.
+        directory = prefix.rpartition("/")[0]
+        try:
+            for page in self._obstore.list(self._store, prefix=directory or None, chunk_size=1000):
+                pages += 1
+                for meta in page:
+                    key = meta["path"]
+                    if not key.startswith(prefix):
+                        continue  # obstore's prefix is per path segment; ours is per character
+                    found.append(
+                        ObjectInfo(
+                            key,
+                            int(meta["size"]),
+                            int(meta["last_modified"].timestamp() * 1e9),
+                            meta.get("e_tag"),
+                            meta.get("version"),
+                        )
+                    )
+        except Exception as exc:
+            raise self._fail("list", prefix, exc) from exc
+        self.stats.count("list", max(pages, 1))
+        return sorted(found, key=lambda item: item.key)
+
+    def get(self, key: str) -> bytes:
+        try:
+            data = bytes(self._obstore.get(self._store, key).bytes())
+        except Exception as exc:
+            raise self._fail("read", key, exc) from exc
+        self.stats.count("get", read=len(data))
+        return data
+
+    def _read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        if not ranges:
+            return []
+        starts = [start for start, _ in ranges]
+        ends = [start + length for start, length in ranges]
+        try:
+            chunks = self._obstore.get_ranges(self._store, key, starts=starts, ends=ends)
+        except Exception as exc:
+            raise self._fail("read", key, exc) from exc
+        chunks = [bytes(chunk) for chunk in chunks]
+        self.stats.count("get", len(ranges), read=sum(map(len, chunks)))
+        return chunks
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self._obstore.put(self._store, key, data)
+        except Exception as exc:
+            raise self._fail("write", key, exc) from exc
+        self.stats.count("put", written=len(data))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        errors = self._obstore.exceptions
+        try:
+            self._obstore.put(self._store, key, data, mode="create")
+        except (errors.AlreadyExistsError, errors.PreconditionError):
+            self.stats.count("put")
+            return False
+        except Exception as exc:
+            raise self._fail("write", key, exc) from exc
+        self.stats.count("put", written=len(data))
+        return True
+
+    def delete(self, key: str) -> None:
+        try:
+            self._obstore.delete(self._store, key)
+        except (self._obstore.exceptions.NotFoundError, FileNotFoundError):
+            pass
+        except Exception as exc:
+            raise self._fail("delete", key, exc) from exc
+        self.stats.count("delete")
+
+    def arrow_filesystem(self):
+        import pyarrow.fs as pafs
+
+        uri = self.uri
+        scheme, _, rest = uri.partition("://")
+        if scheme.lower() in ("gs", "gcs"):
+            uri = f"gs://{rest}"
+        try:
+            filesystem, path = pafs.FileSystem.from_uri(uri)
+        except Exception as exc:
+            raise StorageError(f"{self.uri}: {_one_line(exc)}") from exc
+        return filesystem, path
+
+
+def open_store(location: str | os.PathLike) -> Store:
+    """Open the store rooted at ``location``: a local path, ``file://…``, or an object-store URI.
+
+    Args:
+        location: ``s3://bucket/prefix`` (also ``s3a``), ``gs://…``, ``az://…``, ``abfs[s]://…``,
+            ``file:///abs/path`` or a plain path.
+
+    Returns:
+        A :class:`LocalStore` or an :class:`ObjectStore`.
+
+    Raises:
+        StorageError: The URI's scheme is unknown, or the store cannot be configured.
+
+    Example:
+        >>> open_store("file:///tmp").uri
+        '/tmp'
+    """
+    if isinstance(location, str) and "://" in location:
+        scheme = urlsplit(location).scheme.lower()
+        if scheme == "file":
+            return LocalStore(urlsplit(location).path)
+        if scheme in OBJECT_SCHEMES:
+            return ObjectStore(location)
+        raise StorageError(
+            f"{location}: unknown scheme {scheme!r} (expected a path, file://, s3://, gs://, "
+            "az:// or abfs://)"
+        )
+    return LocalStore(location)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."

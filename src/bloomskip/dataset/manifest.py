@@ -1,0 +1,500 @@
+"""The index as immutable segments plus numbered manifest versions (docs/segments.md).
+
+An index location holds::
+
+    versions/00000000000000000001.json   manifest version 1
+    versions/00000000000000000002.json   manifest version 2, ...
+    segments/<random hex>.bsk            segments: sidecars (format version 2) for a batch of files
+
+A segment is written once and never changed. A manifest version names the live segments, and for
+each the files it covers with the identity each had when it was indexed; it is created with a
+create-only put (``If-None-Match: *`` on object stores, a hard link locally), so of two writers of
+version *n* exactly one succeeds. The loser reads the new latest version and applies its change
+to it (a :class:`Change` is "these files now live in this segment", optionally "only where they
+still live in that one"), then tries *n* + 1: concurrent builders on disjoint files both commit,
+as Delta's log does. A reader lists ``versions/`` once and reads the newest version: it always
+sees one complete version, and a builder killed at any point leaves the last one intact.
+
+Example:
+    >>> import tempfile
+    >>> from bloomskip._store import open_store
+    >>> log = IndexLog(open_store(tempfile.mkdtemp()))
+    >>> log.latest() is None
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from bloomskip._store import Store, coalesce
+from bloomskip.dataset.sidecar import (
+    IndexSpec,
+    Sidecar,
+    decode_sidecar_from,
+    encode_sidecar,
+)
+from bloomskip.errors import CommitConflictError, FormatError
+
+MANIFEST_FORMAT = "bloomskip-manifest"
+MANIFEST_VERSION = 1
+VERSIONS = "versions/"
+SEGMENTS = "segments/"
+SEGMENT_SUFFIX = ".bsk"
+_VERSION_DIGITS = 20
+#: A manifest larger than this is refused before it is parsed (10⁶ files fit in far less).
+MAX_MANIFEST_BYTES = 1 << 30
+#: How often a commit re-reads the latest version and retries after losing a race.
+COMMIT_ATTEMPTS = 50
+
+Identity = Mapping[str, int | str]
+
+
+@dataclass(frozen=True)
+class SegmentEntry:
+    """One live segment of a manifest version.
+
+    Attributes:
+        key: The segment's key under the index location (``segments/….bsk``).
+        size: Its length in bytes.
+        header_end: Where its header (and header checksum) ends: the first range to read.
+        index_spans: ``(offset, length)`` of each index's sections in the segment.
+        files: The files it covers in this version, each with the identity it was indexed at.
+    """
+
+    key: str
+    size: int
+    header_end: int
+    index_spans: tuple[tuple[int, int], ...]
+    files: Mapping[str, Identity]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One version of the index: its definitions and live segments.
+
+    Attributes:
+        version: Its number (1, 2, …).
+        granule: ``"row-group"`` or a row count, as in a sidecar.
+        indexes: The index definitions every segment holds, in order.
+        segments: The live segments, in commit order.
+    """
+
+    version: int
+    granule: str | int
+    indexes: tuple[IndexSpec, ...]
+    segments: tuple[SegmentEntry, ...]
+
+    def files(self) -> dict[str, tuple[SegmentEntry, Identity]]:
+        """Every covered file: its segment and the identity it was indexed at."""
+        return {
+            path: (segment, identity)
+            for segment in self.segments
+            for path, identity in segment.files.items()
+        }
+
+
+@dataclass
+class Change:
+    """What one commit does, re-applicable on top of any newer version.
+
+    Attributes:
+        granule: The granule mode of the new segments.
+        indexes: Their index definitions; a version with different ones conflicts unless
+            ``replace_all`` is set.
+        added: New segments; every file they cover now lives there.
+        only_if_in: For a compaction: a file moves to a new segment only if, in the version the
+            change is applied to, it still lives in one of these segment keys.
+        replace_all: A rebuild with new definitions: the new segments replace every old one.
+        removed: Files to drop from the index (they no longer exist).
+    """
+
+    granule: str | int
+    indexes: tuple[IndexSpec, ...]
+    added: list[SegmentEntry] = field(default_factory=list)
+    only_if_in: frozenset[str] | None = None
+    replace_all: bool = False
+    removed: frozenset[str] = frozenset()
+
+    def apply(self, base: Manifest | None) -> Manifest:
+        """The manifest this change makes of ``base`` (``None``: there is no index yet)."""
+        number = 1 if base is None else base.version + 1
+        if base is None or self.replace_all:
+            return Manifest(number, self.granule, self.indexes, tuple(self.added))
+        if (base.granule, base.indexes) != (self.granule, self.indexes):
+            raise CommitConflictError(
+                "another build changed the index definitions meanwhile; build again"
+            )
+        moved: set[str] = set()
+        for segment in self.added:
+            for path in segment.files:
+                if self.only_if_in is None:
+                    moved.add(path)
+        if self.only_if_in is not None:
+            current = base.files()
+            moved = {
+                path
+                for segment in self.added
+                for path in segment.files
+                if path in current and current[path][0].key in self.only_if_in
+            }
+        gone = moved | self.removed
+        kept = []
+        for segment in base.segments:
+            files = {path: ident for path, ident in segment.files.items() if path not in gone}
+            if files:
+                kept.append(_with_files(segment, files))
+        for segment in self.added:
+            files = {path: ident for path, ident in segment.files.items() if path in moved}
+            if files:
+                kept.append(_with_files(segment, files))
+        return Manifest(number, self.granule, self.indexes, tuple(kept))
+
+
+def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
+    return SegmentEntry(segment.key, segment.size, segment.header_end, segment.index_spans, files)
+
+
+class IndexLog:
+    """The versions and segments of one index location.
+
+    Args:
+        store: The index location (a :class:`~bloomskip._store.Store` rooted there).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def version_numbers(self) -> list[int]:
+        """Every manifest version present, oldest first (one listing)."""
+        numbers = []
+        for info in self.store.list(VERSIONS):
+            name = info.key[len(VERSIONS) :]
+            stem, dot, suffix = name.partition(".")
+            if dot and suffix == "json" and len(stem) == _VERSION_DIGITS and stem.isdigit():
+                numbers.append(int(stem))
+        return sorted(numbers)
+
+    def latest(self) -> Manifest | None:
+        """The newest manifest version, or ``None`` when there is none.
+
+        Raises:
+            FormatError: The newest version is corrupt (the message names its URI and field).
+            StorageError: The location cannot be listed or read.
+        """
+        numbers = self.version_numbers()
+        return self.read_version(numbers[-1]) if numbers else None
+
+    def read_version(self, number: int) -> Manifest:
+        """Read and validate manifest version ``number``."""
+        key = version_key(number)
+        data = self.store.get(key)
+        return decode_manifest(data, self.store.uri_of(key), number)
+
+    def read_segment(self, segment: SegmentEntry, index_numbers: Iterable[int]) -> Sidecar:
+        """Open ``segment``, fetching its header and the sections of ``index_numbers`` at once.
+
+        The ranges are coalesced into as few requests as the gaps allow; a section of another
+        index is fetched only if it is read later.
+
+        Raises:
+            FormatError: The segment is truncated, or fails a checksum (when a section is read).
+            StorageError: It cannot be read.
+        """
+        ranges = [(0, segment.header_end)]
+        ranges += [segment.index_spans[number] for number in index_numbers]
+        reader = _RangeReader(self.store, segment.key, segment.size, ranges)
+        return decode_sidecar_from(reader, self.store.uri_of(segment.key))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write_segment(self, sidecar: Sidecar, identities: Mapping[str, Identity]) -> SegmentEntry:
+        """Write ``sidecar`` as a new segment object (never overwriting one).
+
+        Args:
+            sidecar: The files' indexes, as a sidecar.
+            identities: Each file's identity, as the manifest records it.
+
+        Returns:
+            Its manifest entry, to be committed with :meth:`commit`.
+        """
+        encoded = encode_sidecar(sidecar)
+        while True:
+            key = f"{SEGMENTS}{time.time_ns():x}-{secrets.token_hex(8)}{SEGMENT_SUFFIX}"
+            if self.store.put_if_absent(key, encoded.data):
+                break
+        files = {path: dict(identities[path]) for path in sidecar.files}
+        return SegmentEntry(key, len(encoded.data), encoded.header_end, encoded.index_spans, files)
+
+    def commit(self, change: Change) -> Manifest:
+        """Apply ``change`` to the latest version and create the next one; retry on a race.
+
+        Returns:
+            The version this call created.
+
+        Raises:
+            CommitConflictError: The change no longer applies, or the location stayed contended
+                for :data:`COMMIT_ATTEMPTS` attempts.
+            StorageError: The location cannot be written.
+        """
+        for attempt in range(COMMIT_ATTEMPTS):
+            manifest = change.apply(self.latest())
+            if self.store.put_if_absent(version_key(manifest.version), encode_manifest(manifest)):
+                return manifest
+            time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
+        raise CommitConflictError(
+            f"{self.store.uri}: gave up committing after {COMMIT_ATTEMPTS} concurrent commits"
+        )
+
+    def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
+        """Delete old versions and the segments no kept version references.
+
+        The newest ``keep_versions`` versions stay, and so does every object younger than
+        ``min_age_seconds``: a segment an unfinished build has written but not yet committed is
+        young, and a reader that listed the versions a moment ago still finds the one it chose.
+
+        Returns:
+            The keys deleted.
+        """
+        now_ns = time.time_ns()
+        listed = self.store.list("")
+        age_ok = {info.key for info in listed if now_ns - info.mtime_ns >= min_age_seconds * 1e9}
+        numbers = self.version_numbers()
+        kept_numbers = numbers[-keep_versions:] if keep_versions > 0 else numbers[-1:]
+        referenced: set[str] = set()
+        for number in kept_numbers:
+            referenced.update(segment.key for segment in self.read_version(number).segments)
+        doomed = [
+            version_key(number)
+            for number in numbers
+            if number not in kept_numbers and version_key(number) in age_ok
+        ]
+        doomed += [
+            info.key
+            for info in listed
+            if info.key.startswith(SEGMENTS) and info.key not in referenced and info.key in age_ok
+        ]
+        for key in doomed:
+            self.store.delete(key)
+        return doomed
+
+    def drop(self) -> int:
+        """Delete every version and segment of the index; returns how many objects went."""
+        keys = [
+            info.key for info in self.store.list("") if info.key.startswith((VERSIONS, SEGMENTS))
+        ]
+        # Versions first: once none is left, no reader can see a half-deleted index.
+        for key in sorted(keys, key=lambda key: not key.startswith(VERSIONS)):
+            self.store.delete(key)
+        return len(keys)
+
+
+def version_key(number: int) -> str:
+    """The key of manifest version ``number``.
+
+    Example:
+        >>> version_key(12)
+        'versions/00000000000000000012.json'
+    """
+    return f"{VERSIONS}{number:0{_VERSION_DIGITS}d}.json"
+
+
+class _RangeReader:
+    """``size()``/``read()`` over a segment, served from ranges fetched in one call."""
+
+    def __init__(self, store: Store, key: str, size: int, ranges: list[tuple[int, int]]) -> None:
+        self._store = store
+        self._key = key
+        self._size = size
+        wanted = [(start, min(length, size - start)) for start, length in ranges if start < size]
+        merged = coalesce(wanted)
+        self._chunks = list(zip(merged, store.get_ranges(key, merged), strict=True))
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int) -> bytes:
+        for (start, span), chunk in self._chunks:
+            if start <= offset and offset + length <= start + span:
+                return chunk[offset - start : offset - start + length]
+        (chunk,) = self._store.get_ranges(self._key, [(offset, length)])
+        self._chunks.append(((offset, len(chunk)), chunk))
+        return chunk
+
+
+# -- the manifest's JSON -------------------------------------------------------------------
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """The JSON bytes of ``manifest``.
+
+    Example:
+        >>> encode_manifest(Manifest(1, "row-group", (), ()))[:40]
+        b'{"format":"bloomskip-manifest","format_v'
+    """
+    document = {
+        "format": MANIFEST_FORMAT,
+        "format_version": MANIFEST_VERSION,
+        "version": manifest.version,
+        "granule": manifest.granule,
+        "indexes": [
+            {"definition": spec.definition, "column_types": dict(spec.column_types)}
+            for spec in manifest.indexes
+        ],
+        "segments": [
+            {
+                "key": segment.key,
+                "size": segment.size,
+                "header_end": segment.header_end,
+                "index_spans": [list(span) for span in segment.index_spans],
+                "files": {path: dict(identity) for path, identity in segment.files.items()},
+            }
+            for segment in manifest.segments
+        ],
+    }
+    return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")
+
+
+def decode_manifest(data: bytes, source: str, number: int | None = None) -> Manifest:
+    """Parse and validate manifest JSON.
+
+    Args:
+        data: The bytes of a ``versions/….json`` object.
+        source: Its URI, for messages.
+        number: The version its key says it is; it must match the one inside.
+
+    Raises:
+        FormatError: Not a bloomskip manifest, an unknown format version, or a field that is
+            missing or of the wrong kind (the message names it).
+    """
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise FormatError(f"{len(data)} bytes is too large for a manifest", source=source)
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FormatError(f"not JSON: {exc}", field="manifest", offset=0, source=source) from exc
+    check = _Checker(source)
+    check.that(isinstance(document, dict), "manifest", "is not a JSON object")
+    check.that(document.get("format") == MANIFEST_FORMAT, "format", "is not a bloomskip manifest")
+    check.that(
+        document.get("format_version") == MANIFEST_VERSION,
+        "format_version",
+        f"is {document.get('format_version')!r}; this bloomskip reads {MANIFEST_VERSION}",
+    )
+    version = check.count(document.get("version"), "version")
+    check.that(number is None or version == number, "version", f"differs from its key ({number})")
+    granule = document.get("granule")
+    check.that(
+        granule == "row-group" or (_is_count(granule) and granule > 0), "granule", "is invalid"
+    )
+    indexes = check.list(document.get("indexes"), "indexes")
+    specs = tuple(_index_spec(item, f"indexes[{n}]", check) for n, item in enumerate(indexes))
+    segments = check.list(document.get("segments"), "segments")
+    entries = tuple(
+        _segment(item, f"segments[{n}]", len(specs), check) for n, item in enumerate(segments)
+    )
+    seen: set[str] = set()
+    for entry in entries:
+        overlap = seen.intersection(entry.files)
+        check.that(not overlap, "segments", f"cover {sorted(overlap)[:1]} twice")
+        seen.update(entry.files)
+    return Manifest(version, granule, specs, entries)
+
+
+def _index_spec(item: object, where: str, check: _Checker) -> IndexSpec:
+    check.that(isinstance(item, dict), where, "is not an object")
+    definition = item.get("definition")
+    types = item.get("column_types")
+    check.that(isinstance(definition, str), f"{where}.definition", "is not a string")
+    check.that(
+        isinstance(types, dict) and all(isinstance(v, str) for v in types.values()),
+        f"{where}.column_types",
+        "is not an object of type names",
+    )
+    return IndexSpec(definition, tuple(types.items()))
+
+
+def _segment(item: object, where: str, indexes: int, check: _Checker) -> SegmentEntry:
+    check.that(isinstance(item, dict), where, "is not an object")
+    key = item.get("key")
+    check.that(
+        isinstance(key, str) and key.startswith(SEGMENTS) and ".." not in key.split("/"),
+        f"{where}.key",
+        "is not a segment key",
+    )
+    size = check.count(item.get("size"), f"{where}.size")
+    header_end = check.count(item.get("header_end"), f"{where}.header_end")
+    check.that(header_end <= size, f"{where}.header_end", "lies past the segment's end")
+    spans = check.list(item.get("index_spans"), f"{where}.index_spans")
+    check.that(len(spans) == indexes, f"{where}.index_spans", f"has not {indexes} entries")
+    index_spans = []
+    for number, span in enumerate(spans):
+        name = f"{where}.index_spans[{number}]"
+        check.that(isinstance(span, list) and len(span) == 2, name, "is not [offset, length]")
+        offset, length = check.count(span[0], name), check.count(span[1], name)
+        check.that(offset + length <= size, name, "lies past the segment's end")
+        index_spans.append((offset, length))
+    files = item.get("files")
+    check.that(isinstance(files, dict) and files, f"{where}.files", "is not a non-empty object")
+    for path, identity in files.items():
+        check.that(
+            isinstance(identity, dict)
+            and all(isinstance(v, str) or _is_count(v) for v in identity.values()),
+            f"{where}.files[{path!r}]",
+            "is not an identity",
+        )
+    return SegmentEntry(key, size, header_end, tuple(index_spans), files)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+class _Checker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def that(self, condition: bool, field_name: str, problem: str) -> None:
+        if not condition:
+            raise FormatError(f"{field_name} {problem}", field=field_name, source=self.source)
+
+    def count(self, value: object, field_name: str) -> int:
+        self.that(_is_count(value), field_name, "is not a count")
+        return value  # type: ignore[return-value]
+
+    def list(self, value: object, field_name: str) -> list:
+        self.that(isinstance(value, list), field_name, "is not a list")
+        return value  # type: ignore[return-value]
+
+
+def identity_matches(recorded: Identity, current: Identity) -> bool:
+    """Whether a file's ``current`` identity is the one it was indexed at.
+
+    Every field the index recorded must be present and equal now; an object store's ETag (or
+    version) and size decide there, a local file's size, modification time and footer hash.
+
+    Example:
+        >>> identity_matches({"size": 3, "etag": '"a"'}, {"size": 3, "etag": '"a"', "mtime_ns": 9})
+        True
+    """
+    return all(current.get(name) == value for name, value in recorded.items())
+
+
+__all__ = [
+    "Change",
+    "CommitConflictError",
+    "IndexLog",
+    "Manifest",
+    "SegmentEntry",
+    "decode_manifest",
+    "encode_manifest",
+    "identity_matches",
+    "version_key",
+]

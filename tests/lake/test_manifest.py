@@ -1,0 +1,232 @@
+"""Segments and manifest versions on the local disk and on a real S3-API server: commits that
+concurrent builders both land, a reader that always sees one complete version, a builder killed
+mid-build that loses nothing, and corrupt objects reported with their URI."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+
+import pytest
+
+from bloomskip import CommitConflictError, FormatError
+from bloomskip._store import open_store
+from bloomskip.dataset.manifest import (
+    Change,
+    IndexLog,
+    Manifest,
+    SegmentEntry,
+    decode_manifest,
+    encode_manifest,
+    version_key,
+)
+from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
+from bloomskip.dataset.sources import FileIdentity
+
+SPECS = (
+    IndexSpec("INDEX a a TYPE bloom_filter(0.01) GRANULARITY 1", (("a", "Int64"),)),
+    IndexSpec("INDEX b b TYPE tokenbf_v1(256, 2, 0) GRANULARITY 1", (("b", "String"),)),
+)
+
+
+def _sidecar(paths: list[str], fill: int = 1) -> Sidecar:
+    files = {
+        path: FileEntry(
+            path,
+            "parquet",
+            FileIdentity(100 + n, 7, "0" * 64),
+            [10, 5],
+            [bytes([fill + n]) * (40 + n), bytes([fill]) * 8],
+        )
+        for n, path in enumerate(paths)
+    }
+    return Sidecar("row-group", list(SPECS), files)
+
+
+def _add(log: IndexLog, paths: list[str], fill: int = 1):
+    sidecar = _sidecar(paths, fill)
+    identities = {path: {"size": 100 + n, "etag": f'"{fill}-{n}"'} for n, path in enumerate(paths)}
+    segment = log.write_segment(sidecar, identities)
+    return log.commit(Change("row-group", SPECS, [segment]))
+
+
+def test_segments_round_trip_and_read_only_the_needed_ranges(store):
+    log = IndexLog(store)
+    manifest = _add(log, ["x/a.parquet", "x/b.parquet"])
+    assert manifest.version == 1
+    latest = IndexLog(open_store(store.uri)).latest()
+    assert latest == manifest
+    (segment,) = latest.segments
+    before = store.stats.requests
+    opened = log.read_segment(segment, [1])
+    assert opened.files["x/b.parquet"].payloads[1] == bytes([1]) * 8
+    assert opened.files["x/a.parquet"].payloads[1] == bytes([1]) * 8
+    # Header and index 1's sections came in one coalesced request; nothing more was read.
+    assert store.stats.requests == before + 1
+    assert opened.files["x/a.parquet"].payloads[0] == bytes([1]) * 40
+
+
+def test_adding_files_writes_one_segment_and_one_version(store):
+    log = IndexLog(store)
+    _add(log, [f"f{n}.parquet" for n in range(20)])
+    objects_before = {info.key: info for info in store.list("")}
+    manifest = _add(log, ["new.parquet"], fill=9)
+    objects_after = {info.key: info for info in store.list("")}
+    new = set(objects_after) - set(objects_before)
+    assert len(new) == 2 and version_key(2) in new
+    for key, info in objects_before.items():  # nothing written before was touched
+        assert (objects_after[key].size, objects_after[key].etag) == (info.size, info.etag)
+    assert len(manifest.files()) == 21
+
+
+def test_reindexing_a_file_moves_it_to_the_new_segment(store):
+    log = IndexLog(store)
+    _add(log, ["a.parquet", "b.parquet"])
+    manifest = _add(log, ["b.parquet"], fill=5)
+    files = manifest.files()
+    assert files["a.parquet"][0].key != files["b.parquet"][0].key
+    assert files["b.parquet"][1] == {"size": 100, "etag": '"5-0"'}
+    opened = log.read_segment(files["b.parquet"][0], [0])
+    assert opened.files["b.parquet"].payloads[0] == bytes([5]) * 40
+
+
+def test_concurrent_builders_on_disjoint_files_all_commit(store):
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def builder(number: int) -> None:
+        log = IndexLog(open_store(store.uri))
+        sidecar = _sidecar([f"w{number}/{n}.parquet" for n in range(3)], number)
+        identities = {path: {"size": 1} for path in sidecar.files}
+        segment = log.write_segment(sidecar, identities)
+        barrier.wait()
+        try:
+            log.commit(Change("row-group", SPECS, [segment]))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=builder, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    log = IndexLog(store)
+    assert log.version_numbers() == [1, 2, 3, 4]
+    assert sorted(log.latest().files()) == sorted(
+        f"w{number}/{n}.parquet" for number in range(4) for n in range(3)
+    )
+
+
+def test_a_change_of_definitions_meanwhile_is_a_conflict(store):
+    log = IndexLog(store)
+    segment = log.write_segment(_sidecar(["a.parquet"]), {"a.parquet": {"size": 1}})
+    _add(log, ["b.parquet"])
+    other = Change("row-group", SPECS[:1], [segment])
+    with pytest.raises(CommitConflictError, match="definitions"):
+        log.commit(other)
+
+
+def test_compaction_keeps_files_rebuilt_meanwhile(store):
+    log = IndexLog(store)
+    first = _add(log, ["a.parquet", "b.parquet"]).segments[0]
+    merged = log.write_segment(
+        _sidecar(["a.parquet", "b.parquet"]), {"a.parquet": {"size": 1}, "b.parquet": {"size": 1}}
+    )
+    _add(log, ["b.parquet"], fill=7)  # b is re-indexed before the compaction commits
+    manifest = log.commit(Change("row-group", SPECS, [merged], only_if_in=frozenset({first.key})))
+    files = manifest.files()
+    assert files["a.parquet"][0].key == merged.key
+    assert files["b.parquet"][1] == {"size": 100, "etag": '"7-0"'}
+    assert first.key not in {segment.key for segment in manifest.segments}
+
+
+def _build_and_die(location: str, stage: str) -> None:
+    log = IndexLog(open_store(location))
+    sidecar = _sidecar(["late.parquet"])
+    segment = log.write_segment(sidecar, {"late.parquet": {"size": 1}})
+    if stage == "after-segment":
+        os.kill(os.getpid(), signal.SIGKILL)
+    log.commit(Change("row-group", SPECS, [segment]))
+
+
+@pytest.mark.parametrize("stage", ["after-segment", "during-segment"])
+def test_a_killed_builder_leaves_the_previous_version_readable(store, location, stage):
+    log = IndexLog(store)
+    before = _add(log, ["a.parquet"])
+    context = multiprocessing.get_context("spawn")
+    if stage == "during-segment":
+        # Killed at an arbitrary moment of its run: before, while or after it writes.
+        process = context.Process(target=_build_and_die, args=(location, "commit"))
+        process.start()
+        process.join(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+    else:
+        process = context.Process(target=_build_and_die, args=(location, stage))
+        process.start()
+        process.join()
+        assert process.exitcode == -signal.SIGKILL
+    latest = IndexLog(open_store(location)).latest()
+    assert latest.version in (1, 2)
+    assert latest.files().keys() >= before.files().keys()
+    for segment in latest.segments:
+        log.read_segment(segment, [0, 1])
+
+
+def test_corrupt_or_truncated_objects_name_their_uri(store):
+    log = IndexLog(store)
+    manifest = _add(log, ["a.parquet"])
+    (segment,) = manifest.segments
+    data = store.get(segment.key)
+    store.put(segment.key, data[: segment.header_end - 5])
+    with pytest.raises(FormatError, match=segment.key):
+        log.read_segment(segment, [0])
+    store.put(version_key(2), b'{"format": "bloomskip-manifest", "format_version": 1')
+    with pytest.raises(FormatError, match=r"versions/00000000000000000002\.json.*field manifest"):
+        log.latest()
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(format="delta"), "format"),
+        (lambda d: d.update(format_version=99), "format_version"),
+        (lambda d: d.update(version=-1), "version"),
+        (lambda d: d["segments"][0].update(key="../../etc/passwd"), r"segments\[0\]\.key"),
+        (lambda d: d["segments"][0].update(header_end=10**12), r"segments\[0\]\.header_end"),
+        (lambda d: d["segments"][0].update(index_spans=[[0, 1]]), r"segments\[0\]\.index_spans"),
+        (lambda d: d["segments"][0].update(files={}), r"segments\[0\]\.files"),
+        (lambda d: d["segments"].append(dict(d["segments"][0])), "segments"),
+    ],
+)
+def test_hostile_manifests_are_refused_naming_the_field(edit, field):
+    import json
+
+    segment = SegmentEntry(
+        "segments/1.bsk", 100, 50, ((50, 20), (70, 30)), {"a.parquet": {"size": 1}}
+    )
+    document = json.loads(encode_manifest(Manifest(1, "row-group", SPECS, (segment,))))
+    decode_manifest(json.dumps(document).encode(), "s3://b/versions/1.json")  # valid as written
+    edit(document)
+    with pytest.raises(FormatError, match=field):
+        decode_manifest(json.dumps(document).encode(), "s3://b/versions/1.json")
+
+
+def test_vacuum_keeps_what_recent_versions_use_and_drop_removes_all(store):
+    log = IndexLog(store)
+    for number in range(4):
+        _add(log, ["a.parquet"], fill=number + 1)  # each version replaces a's segment
+    orphan = log.write_segment(_sidecar(["b.parquet"]), {"b.parquet": {"size": 1}})
+    deleted = log.vacuum(keep_versions=1, min_age_seconds=0)
+    assert version_key(4) not in deleted and orphan.key in deleted
+    assert log.version_numbers() == [4]
+    assert {info.key for info in store.list("segments/")} == {
+        segment.key for segment in log.latest().segments
+    }
+    young = log.write_segment(_sidecar(["c.parquet"]), {"c.parquet": {"size": 1}})
+    assert young.key not in log.vacuum(keep_versions=1, min_age_seconds=3600)
+    assert log.drop() == 3
+    assert store.list("") == [] and log.latest() is None
