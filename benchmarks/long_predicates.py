@@ -97,7 +97,7 @@ def main() -> None:
     print(f"{'predicate':30} {'size':>8} {'prune':>9} {'query':>9} {'duckdb':>9} {'rows':>6}")
     for name, make in cases.items():
         texts = [make(np.random.default_rng(run)) for run in range(2 * args.repeat)]
-        prune, _ = median_time(lambda run, t=texts: dataset.prune(t[run][0]), args.repeat)
+        prune, _ = median_time(lambda run, t=texts: dataset.explain(t[run][0]), args.repeat)
         query, table = median_time(
             lambda run, t=texts: dataset.query(t[args.repeat + run][0]), args.repeat
         )

@@ -91,9 +91,23 @@ def text_granules(
 def tokenize(data: Buffer, tokenizer: int, n: int, /) -> list[tuple[int, int]]: ...
 def fastmod(x: int, d: int, /) -> int: ...
 
-# TsFile metadata scanning
+# TsFile metadata scanning: the two parsers raise TsFileScanError on bad bytes
+class TsFileScanError(ValueError):
+    message: str  # what is wrong
+    field: str  # the TsFile field being read
+    offset: int  # its file offset
+    truncated: bool  # the bytes ended inside the field (a prefix read may be widened)
+
 def tsfile_scan_metadata(
-    data: Buffer, start: int, end: int, version: int, base: int, /
+    data: Buffer,
+    start: int,
+    end: int,
+    version: int,
+    base: int,
+    # filled with table name -> columns (name, data_type, encoding, compressor, category,
+    # properties)
+    schemas: dict[str, tuple[tuple[str, int, int, int, int, dict[str, str | None]], ...]] = ...,
+    /,
 ) -> tuple[
     list[tuple[str, int]], int, int, int, int, int, int, int, int, int, dict[str, str | None]
 ]: ...

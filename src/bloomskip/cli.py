@@ -6,12 +6,12 @@ import argparse
 import sys
 
 from bloomskip import __version__
-from bloomskip.errors import BloomskipError
+from bloomskip._cli import run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every sub-command registered."""
-    from bloomskip.clickhouse import part_cli, simulate
+    from bloomskip.clickhouse import cli as clickhouse_cli
     from bloomskip.dataset import cli as dataset_cli
     from bloomskip.tsfile import cli as tsfile_cli
 
@@ -24,27 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     dataset_cli.register(commands)
     tsfile_cli.register(commands)
-
-    clickhouse = commands.add_parser(
-        "clickhouse", help="ClickHouse bloom_filter / ngrambf_v1 / tokenbf_v1 skip indexes"
-    )
-    clickhouse_commands = clickhouse.add_subparsers(dest="clickhouse_command", required=True)
-    simulate.register(clickhouse_commands)
-    part_cli.register(clickhouse_commands)
+    clickhouse_cli.register(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except BloomskipError as exc:
-        print(f"bloomskip: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+    return run_command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

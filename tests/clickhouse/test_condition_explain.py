@@ -16,7 +16,7 @@ from bloomskip.clickhouse.condition import _local_zone_is_utc, compile_condition
 from bloomskip.clickhouse.index import SkipIndex
 
 # Predicates where bloomskip reaches ClickHouse's granule count but deliberately keeps no atom
-# where ClickHouse keeps one that cannot prune here (see tokenizers.analyze_regexp).
+# where ClickHouse keeps one that cannot prune here (see regexp.analyze_regexp).
 _CONSERVATIVE = {"match(s, '.*|abc')", "match(s, '\\\\x41lpha')"}
 
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bloomskip.clickhouse.regexp import analyze_regexp
 from bloomskip.clickhouse.tokenizers import (
     QueryTokenizer,
-    analyze_regexp,
     like_pattern_is_indexable,
     utf8_sequence_length,
 )

@@ -41,7 +41,7 @@ def test_arrow_ipc_file_record_batch_granules(tmp_path) -> None:
     for where in WHERES:
         got = sorted(dataset.query(where, ["id"]).column("id").to_pylist())
         assert got == _duckdb_ids(source, where), where
-        assert {group for _, group in dataset.prune(where)} <= {0, 1, 2, 3}
+        assert {group for _, group in dataset.explain(where).row_groups()} <= {0, 1, 2, 3}
 
 
 def test_glob_dataset_and_handoff_to_duckdb_and_polars(tmp_path) -> None:
@@ -54,7 +54,7 @@ def test_glob_dataset_and_handoff_to_duckdb_and_polars(tmp_path) -> None:
     source = pa.concat_tables(pq.read_table(f.path) for f in dataset.files)
     where = "k IN (13, 2613) OR k = 5213"
     expected = _duckdb_ids(source, where)
-    pruned = dataset.pruned(where)
+    pruned = dataset.explain(where).to_dataset()
     # Not pruned.count_rows(): pyarrow 26 counts whole files for row-group-subset fragments.
     surviving_rows = pruned.to_table(columns=["id"]).num_rows
     assert surviving_rows < source.num_rows / 2
@@ -64,6 +64,31 @@ def test_glob_dataset_and_handoff_to_duckdb_and_polars(tmp_path) -> None:
     assert sorted(row[0] for row in via_duckdb) == expected
     frame = pl.scan_pyarrow_dataset(pruned).filter(pl.col("k").is_in([13, 2613, 5213])).collect()
     assert sorted(frame.get_column("id").to_list()) == expected
+
+
+def test_handoff_of_files_with_different_schemas_has_the_scan_schema(tmp_path) -> None:
+    # Before: the hand-off took each column's type from the first file holding it, so an int64
+    # beyond int32 or a string read under int64 failed to cast when a later file survived.
+    directory = tmp_path / "drift"
+    directory.mkdir()
+    first = {"k": ["a0", "a1"], "x": pa.array([1, 2], pa.int32()), "y": [10, 20]}
+    pq.write_table(pa.table(first), directory / "part-0.parquet")
+    later = {"k": ["b0", "b1"], "x": [2**40, 3], "y": ["p", "q"], "z": [0.5, 1.5]}
+    pq.write_table(pa.table(later), directory / "part-1.parquet")
+    dataset = Dataset(directory)
+    dataset.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+    listing = ", ".join(f"'{path}'" for path in sorted(directory.glob("*.parquet")))
+    scan = f"read_parquet([{listing}], union_by_name = true)"
+    for where, survivors in (("k = 'b1'", {"part-1"}), ("k IN ('a0', 'b0')", {"part-0", "part-1"})):
+        explanation = dataset.explain(where)
+        assert {path.stem for path, _ in explanation.row_groups()} == survivors
+        handed = explanation.to_dataset()
+        assert handed.schema == dataset.scan_schema()
+        exact = clickhouse_to_duckdb(where)
+        rows = duckdb.sql(f"SELECT * FROM handed WHERE {exact} ORDER BY k").fetchall()
+        assert rows == duckdb.sql(f"SELECT * FROM {scan} WHERE {exact} ORDER BY k").fetchall()
+        queried = dataset.query(where).sort_by("k").to_pylist()
+        assert rows == [tuple(row.values()) for row in queried]
 
 
 def test_fixed_row_granules_map_to_overlapping_row_groups() -> None:

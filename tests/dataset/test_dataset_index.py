@@ -86,7 +86,7 @@ def test_footer_change_with_same_size_and_mtime_is_detected(tmp_path: Path) -> N
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
     result = Dataset(path).explain("k = 13")
     assert result.files[0].status == "changed since indexing"
-    assert len(result.surviving()) == 4
+    assert len(result.row_groups()) == 4
 
 
 def test_missing_file_and_new_file(fresh: Path) -> None:

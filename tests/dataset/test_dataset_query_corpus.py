@@ -120,7 +120,7 @@ def test_corpus_matches_duckdb_full_scan(indexed: Dataset, dataset_dir: Path) ->
         expected_ids, matching_groups = _oracle(files, where)
         result = indexed.explain(where)
         assert not result.warnings, (where, result.warnings)
-        surviving = {(str(path), group) for path, group in result.surviving()}
+        surviving = {(str(path), group) for path, group in result.row_groups()}
         assert matching_groups <= surviving, f"{where}: a granule with matches was skipped"
         got = indexed.query(where, ["id"]).column("id").to_pylist()
         assert sorted(got) == expected_ids, where
@@ -135,7 +135,7 @@ def test_absent_key_prunes_most_granules(indexed: Dataset, dataset_dir: Path) ->
     (bloom,) = [o for o in result.indexes if o.definition.startswith("INDEX k_bf")]
     # bloom_filter(0.05): false positives are allowed, but only a few percent of granules.
     assert bloom.granules_skipped >= 0.8 * bloom.granules
-    assert len(result.surviving()) < 0.2 * sum(len(s.layout.rows) for s in result.files)
+    assert len(result.row_groups()) < 0.2 * sum(len(s.layout.rows) for s in result.files)
     assert indexed.query("k = -5").num_rows == 0
 
 
@@ -187,6 +187,6 @@ def test_random_boolean_combinations_never_miss_rows(indexed: Dataset, dataset_d
     )
     where = data.draw(tree)
     expected_ids, matching_groups = _oracle(_files(dataset_dir), where)
-    surviving = {(str(path), group) for path, group in indexed.explain(where).surviving()}
+    surviving = {(str(path), group) for path, group in indexed.explain(where).row_groups()}
     assert matching_groups <= surviving, where
     assert sorted(indexed.query(where, ["id"]).column("id").to_pylist()) == expected_ids, where

@@ -216,6 +216,27 @@ def test_reused_dataset_sees_rewritten_data_and_a_rebuilt_sidecar(
     assert _sorted_rows(dataset.query(where)) == _sorted_rows(_full_scan(directory, where))
 
 
+def test_reused_dataset_sees_a_sidecar_rebuilt_with_other_granules(tmp_path: Path) -> None:
+    # Before: decoded indexes were keyed by definition and file identities only, so after a
+    # rebuild with the same definitions but other granules the reused object probed the old
+    # filters against the new granules, and missed rows.
+    directory = tmp_path / "granules"
+    write_dataset(directory, [(1000, 100), (800, 100)], seed=5)
+    definitions = ["INDEX k_bf k TYPE bloom_filter(0.01)"]
+    Dataset(directory).build_index(definitions, granule=50, progress=False)
+    dataset = Dataset(directory)
+    keys = _boundary_keys(directory)[::3]
+    for key in keys:
+        dataset.query(f"k = {key}", ["id"])  # decode the index over granules of 50 rows
+    Dataset(directory).build_index(definitions, granule="row-group", progress=False)
+    assert dataset.load_sidecar().granule == "row-group"
+    for key in keys:
+        where = f"k = {key}"
+        assert _sorted_rows(dataset.query(where, ["id"])) == _sorted_rows(
+            _full_scan(directory, where, "id")
+        ), where
+
+
 def test_identity_cache_rereads_the_footer_only_after_a_change(tmp_path: Path, monkeypatch) -> None:
     (path,) = write_dataset(tmp_path / "one", [(300, 100)])
     source = SourceFile(path, "parquet")

@@ -27,6 +27,9 @@ CORE = (
     "bloomskip.errors",
     "bloomskip._atomic",
     "bloomskip._sql",
+    "bloomskip._cli",
+    "bloomskip._sources",
+    "bloomskip._store",
 )
 FORMATS = ("bloomskip.tsfile", "bloomskip.clickhouse", "bloomskip.dataset")
 

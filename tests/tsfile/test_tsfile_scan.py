@@ -1,12 +1,14 @@
 """The C scan of TsFileMetadata and of index nodes, and ``find``'s filter-only path.
 
-The C routines (``_native.tsfile_scan_metadata``, ``_native.tsfile_index_node``) must accept
-exactly what the Python parser accepts and return the same values; the Python parser is itself
-checked against files written by PyPI ``tsfile`` in the other tests. So every corpus file and
-thousands of corrupted variants are parsed both ways and compared. Random bytes, truncations and
-nonsense arguments must give the Python parser's answer: the same values, or a refusal where it
-refuses (``tools/sanitize.sh`` runs this file under AddressSanitizer and UBSan to catch
-out-of-bounds reads).
+The C routines (``_native.tsfile_scan_metadata``, ``_native.tsfile_index_node``) are the only
+parser of TsFile metadata. They must accept exactly what the Python oracle
+(``tsfile_oracle.py``, itself checked against files written by PyPI ``tsfile`` and by Java in
+the other tests) accepts and return the same values, and refuse what it refuses with the same
+error: message, field, offset and kind (truncation or not). So every corpus file, the
+Java-written files and thousands of corrupted variants are parsed both ways and compared.
+Random bytes, truncations and nonsense arguments must give the oracle's answer
+(``tools/sanitize.sh`` runs this file under AddressSanitizer and UBSan to catch out-of-bounds
+reads).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tsfile_corpus import CorpusFile
+from tsfile_oracle import error_of, parse_metadata, parse_node
 
 from bloomskip import FormatError, _native
+from bloomskip.errors import TruncatedError
 from bloomskip.tsfile import TsFileReader, find
 from bloomskip.tsfile.codec import ByteCursor
 from bloomskip.tsfile.filter import PathProbe
@@ -62,16 +66,16 @@ def _summary(metadata: TsFileMetadata) -> tuple:
 
 
 def _both_ways(reader: TsFileReader, data: bytes, start: int) -> tuple[object, object]:
-    """(Python parse, C scan) of TsFileMetadata bytes; None where the parser refuses them."""
-    try:
-        careful = _summary(reader._parse_metadata(data, start, reader.version))
-    except FormatError:
-        careful = None
-    try:
-        scanned = reader._scan_metadata(data, start, reader.version)
-    except ValueError:
-        return careful, None
-    return careful, _summary(scanned)  # roots the scan accepted must parse: no FormatError
+    """(oracle, C scan) of TsFileMetadata bytes: the summary, or the error's description."""
+    return _parsed_both_ways(reader, data, start, reader.version)
+
+
+def _described(error: FormatError | _native.TsFileScanError) -> tuple[object, ...]:
+    """(text, field, offset, truncated) of an error of the oracle or of the C parsers."""
+    if isinstance(error, _native.TsFileScanError):
+        kind = TruncatedError if error.truncated else FormatError
+        error = kind(error.message, field=error.field, offset=error.offset, source="fuzz")
+    return (str(error), *error_of(error))
 
 
 def _metadata(reader: TsFileReader) -> tuple[bytes, int]:
@@ -84,7 +88,7 @@ def test_scan_equals_the_python_parser(corpus: dict[str, CorpusFile], name: str)
     with TsFileReader(corpus[name].path) as reader:
         data, start = _metadata(reader)
         careful, scanned = _both_ways(reader, data, start)
-        assert careful is not None and careful == scanned
+        assert len(careful) == 10 and careful == scanned  # type: ignore[arg-type]
         assert _summary(reader.metadata) == careful
 
 
@@ -103,8 +107,67 @@ def test_scan_agrees_on_corrupt_metadata(corpus: dict[str, CorpusFile], name: st
                     changed[generator.randrange(len(changed))] ^= generator.randrange(1, 256)
             careful, scanned = _both_ways(reader, bytes(changed), start)
             assert careful == scanned, (trial, careful, scanned)
-            outcomes["both refuse" if careful is None else "both accept"] += 1
+            outcomes["both refuse" if len(careful) == 4 else "both accept"] += 1  # type: ignore[arg-type]
     assert outcomes["both refuse"] > 50
+
+
+def _real_files(corpus: dict[str, CorpusFile], shared_dir: Path) -> list[Path]:
+    """The PyPI-written corpus and the files the Java library wrote."""
+    java = sorted((shared_dir / "research" / "tsfile" / "java_written").glob("*.tsfile"))
+    assert len(java) >= 2
+    return [*(corpus[name].path for name in NAMES), *java]
+
+
+def test_scan_and_oracle_agree_on_real_files_and_their_truncations(
+    corpus: dict[str, CorpusFile], shared_dir: Path
+) -> None:
+    refused: dict[str, int] = {}
+    for path in _real_files(corpus, shared_dir):
+        with TsFileReader(path) as reader:
+            data, start = _metadata(reader)
+            careful, scanned = _both_ways(reader, data, start)
+            assert len(careful) == 10 and careful == scanned, path  # type: ignore[arg-type]
+            for cut in range(len(data)):  # every truncation of TsFileMetadata
+                careful, scanned = _both_ways(reader, data[:cut], start)
+                assert careful == scanned, (path, cut)
+                refused[careful[1]] = refused.get(careful[1], 0) + 1  # type: ignore[index]
+            for start_node, end_node, device_level in _node_positions(reader):
+                node = reader.read_bytes(start_node, min(end_node - start_node, 4096), "node")
+                floor = reader.metadata.meta_offset
+                for cut in (len(node), *range(0, len(node), max(1, len(node) // 40))):
+                    careful, scanned = _parse_both(
+                        reader, node[:cut], start_node, device_level, floor, start_node
+                    )
+                    assert careful == scanned, (path, start_node, cut)
+    # The truncations meet many fields, each reported at the same offset by both parsers.
+    assert len(refused) >= 8, refused
+
+
+def test_reader_raises_the_scans_field_and_offset(
+    corpus: dict[str, CorpusFile], tmp_path: Path
+) -> None:
+    path = corpus["table_small"].path
+    data = path.read_bytes()
+    with TsFileReader(path) as reader:
+        start, end = reader.metadata.start, reader.metadata.end
+    generator = random.Random("reader-errors")
+    target = tmp_path / "changed.tsfile"
+    checked = 0
+    for _ in range(60):
+        changed = bytearray(data)
+        changed[generator.randrange(start, end)] ^= generator.randrange(1, 256)
+        target.write_bytes(bytes(changed))
+        try:
+            expected = parse_metadata(bytes(changed[start:end]), start, 4, str(target))
+        except FormatError as error:
+            with pytest.raises(FormatError) as raised:
+                TsFileReader(target)
+            assert _described(raised.value) == _described(error)
+            checked += 1
+        else:
+            with TsFileReader(target) as reader:
+                assert _summary(reader.metadata) == _summary(expected)
+    assert checked > 10
 
 
 def _node_positions(reader: TsFileReader) -> list[tuple[int, int, bool]]:
@@ -116,18 +179,14 @@ def _node_positions(reader: TsFileReader) -> list[tuple[int, int, bool]]:
 def _parse_both(
     reader: TsFileReader, data: bytes, base: int, device_level: bool, floor: int, limit: int
 ) -> tuple[object, object]:
-    cursor = ByteCursor(data, base, reader.path)
-    try:
-        node = reader._parse_node_in_python(cursor, device_level, floor, limit, reader.version)
-        careful: object = (node.keys, node.offsets, node.end_offset, node.node_type, cursor.pos)
-    except FormatError:
-        careful = None
-    kind = (2 if reader.version >= 4 else 1) if device_level else 0
-    try:
-        scanned: object = _native.tsfile_index_node(data, 0, kind, floor, limit, base)
-    except ValueError:
-        scanned = None
-    return careful, scanned
+    kind = _key_kind(reader.version, device_level)
+    return _node_both_ways(data, 0, kind, floor, limit, base)
+
+
+def _key_kind(version: int, device_level: bool) -> int:
+    if not device_level:
+        return _native.TSFILE_KEY_MEASUREMENT
+    return _native.TSFILE_KEY_DEVICE_V4 if version >= 4 else _native.TSFILE_KEY_DEVICE_V3
 
 
 @pytest.mark.parametrize("name", ["tree_1000", "tree_wide", "table_null_tags", "tree_devices"])
@@ -140,7 +199,7 @@ def test_index_node_parser_agrees(corpus: dict[str, CorpusFile], name: str) -> N
             length = min(end - start, 4096)
             data = reader.read_bytes(start, length, "node")
             careful, scanned = _parse_both(reader, data, start, device_level, floor, start)
-            assert careful is not None and careful == scanned
+            assert isinstance(careful, tuple) and len(careful) == 5 and careful == scanned
             for trial in range(60):
                 changed = bytearray(data)
                 if trial % 5 == 0:
@@ -151,7 +210,7 @@ def test_index_node_parser_agrees(corpus: dict[str, CorpusFile], name: str) -> N
                     reader, bytes(changed), start, device_level, floor, start
                 )
                 assert careful == scanned, (start, trial)
-                refused += careful is None
+                refused += len(careful) == 4  # type: ignore[arg-type]
     assert refused > 0
 
 
@@ -166,16 +225,18 @@ def _reader(corpus: dict[str, CorpusFile]) -> TsFileReader:
 def _parsed_both_ways(
     reader: TsFileReader, data: bytes, start: int, version: int
 ) -> tuple[object, object]:
-    """(Python parse, C scan) of TsFileMetadata bytes at file offset ``start``, as version."""
+    """(oracle, C scan) of TsFileMetadata bytes at file offset ``start``, as ``version``: the
+    summary of each, or (message, field, offset, truncated) of its error."""
     try:
-        careful = _summary(reader._parse_metadata(data, start, version))
-    except FormatError:
-        careful = None
+        careful: object = _summary(parse_metadata(data, start, version, reader.path))
+    except FormatError as error:
+        careful = _described(error)
     try:
         scanned = reader._scan_metadata(data, start, version)
-    except ValueError:
-        return careful, None
-    return careful, _summary(scanned)
+    except FormatError as error:
+        assert error.source == reader.path
+        return careful, _described(error)
+    return careful, _summary(scanned)  # roots the scan accepted must parse: no FormatError
 
 
 def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int, noise: bytes) -> bytes:
@@ -206,8 +267,8 @@ def test_scan_of_random_bytes_agrees_with_the_parser(
             # A window of a larger buffer scans as the window alone, positions shifted.
             try:
                 windowed = _native.tsfile_scan_metadata(data, start, end, version, base)
-            except ValueError:
-                assert scanned is None
+            except _native.TsFileScanError:
+                assert len(scanned) == 4  # type: ignore[arg-type]
                 continue
             alone = _native.tsfile_scan_metadata(data[start:end], 0, end - start, version, base)
             tables, schema_start, schema_count, meta_offset, *filter_fields, properties = windowed
@@ -241,27 +302,26 @@ def test_scan_agrees_with_the_parser_on_fuzzed_metadata(
         careful, scanned = _parsed_both_ways(reader, sample, start, version)
     assert careful == scanned
     if not edits and not noise and version == 4:
-        assert careful is not None  # the file as written parses
+        assert len(careful) == 10  # type: ignore[arg-type]  # the file as written parses
 
 
 def _node_both_ways(
     data: bytes, pos: int, kind: int, floor: int, limit: int, base: int = 0
 ) -> tuple[object, object]:
-    """(Python parse, C parse) of one index node at ``data[pos:]``, ``data[0]`` at file offset
-    ``base``; None where one refuses."""
+    """(oracle, C parse) of one index node at ``data[pos:]``, ``data[0]`` at file offset
+    ``base``: (keys, offsets, end_offset, node_type, end) or (message, field, offset,
+    truncated) of the error."""
     cursor = ByteCursor(data, base, "fuzz")
     cursor.pos = pos
-    # The reader's Python node parser (no file is read): a bare instance is enough.
-    parser = TsFileReader.__new__(TsFileReader)
     try:
-        node = parser._parse_node_in_python(cursor, kind > 0, floor, limit, 4 if kind == 2 else 3)
+        node = parse_node(cursor, kind, (floor, limit))
         careful: object = (node.keys, node.offsets, node.end_offset, node.node_type, cursor.pos)
-    except FormatError:
-        careful = None
+    except FormatError as error:
+        careful = _described(error)
     try:
         scanned: object = _native.tsfile_index_node(data, pos, kind, floor, limit, base)
-    except ValueError:
-        scanned = None
+    except _native.TsFileScanError as error:
+        scanned = _described(error)
     return careful, scanned
 
 
@@ -283,7 +343,7 @@ def test_index_node_of_random_bytes_agrees_with_the_parser(
             continue
         careful, scanned = _node_both_ways(data, pos, kind, low, high)
         assert careful == scanned
-        if scanned is not None:
+        if len(scanned) == 5:  # type: ignore[arg-type]
             keys, offsets, end_offset, _, end = scanned  # type: ignore[misc]
             assert len(keys) == len(offsets) and low <= end_offset <= high and end <= len(data)
 
@@ -309,14 +369,14 @@ def test_index_node_agrees_with_the_parser_on_fuzzed_nodes(
         start, end, device_level = positions[node % len(positions)]
         data = reader.read_bytes(start, min(end - start, 4096), "node")
         floor = reader.metadata.meta_offset
-    kind = (2 if reader.version >= 4 else 1) if device_level else 0
+    kind = _key_kind(reader.version, device_level)
     sample = _mutate(data, edits, cut if edits else 0, b"")
     careful, scanned = _node_both_ways(
         sample, 0, kind, floor + shifts[0], start + shifts[1], base=start
     )
     assert careful == scanned
     if not edits and shifts == (0, 0):
-        assert careful is not None
+        assert len(careful) == 5  # type: ignore[arg-type]
 
 
 def test_scan_validates_its_arguments() -> None:
@@ -413,11 +473,7 @@ def _python_verdict(
         version, start, end = check_envelope(head, tail, size, "fuzz")
         if start < tail_start:
             return -1
-        metadata = reader._parse_metadata(
-            tail[start - tail_start : end - tail_start], start, version
-        )
-        for name in metadata.table_roots:  # the C scan checks the roots in full
-            metadata.table_roots[name]
+        metadata = parse_metadata(tail[start - tail_start : end - tail_start], start, version)
     except FormatError:
         return -1
     if metadata.bloom_filter is None:

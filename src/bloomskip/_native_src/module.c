@@ -91,5 +91,9 @@ PyMODINIT_FUNC PyInit__native(void) {
             return NULL;
         }
     }
+    if (tsfile_scan_add_types(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

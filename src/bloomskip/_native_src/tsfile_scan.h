@@ -15,4 +15,7 @@ PyObject *py_tsfile_scan_metadata(PyObject *self, PyObject *args);
 PyObject *py_tsfile_index_node(PyObject *self, PyObject *args);
 PyObject *py_tsfile_tail_verdict(PyObject *self, PyObject *args);
 
+/* Add TsFileScanError (the error of the two parsers above) to the module; -1 on failure. */
+int tsfile_scan_add_types(PyObject *module);
+
 #endif

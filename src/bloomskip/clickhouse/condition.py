@@ -57,7 +57,8 @@ from bloomskip.clickhouse.granule import (
     IndexedGranules,
     TextGranules,
 )
-from bloomskip.clickhouse.tokenizers import QueryTokenizer, analyze_regexp, like_affix
+from bloomskip.clickhouse.regexp import analyze_regexp
+from bloomskip.clickhouse.tokenizers import QueryTokenizer, like_affix
 from bloomskip.errors import ConditionError
 
 if TYPE_CHECKING:

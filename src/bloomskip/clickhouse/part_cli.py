@@ -18,11 +18,11 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from bloomskip._cli import EXIT_OK, print_json, probability
 from bloomskip.errors import BloomskipError, PartCommandError
 
 if TYPE_CHECKING:  # kept out of the import path: registering the commands must stay cheap
@@ -50,13 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_part_arguments(inspect)
     inspect.add_argument(
         "--saturation-fpr",
-        type=_probability,
+        type=probability,
         default=DEFAULT_SATURATION_FPR,
         help="flag granules whose estimated false-positive rate reaches this (default %(default)s)",
     )
     inspect.add_argument(
         "--target-fpr",
-        type=_probability,
+        type=probability,
         default=DEFAULT_TARGET_FPR,
         help="false-positive rate the suggested parameters aim at (default %(default)s)",
     )
@@ -89,16 +89,6 @@ def _add_part_arguments(parser: argparse.ArgumentParser) -> None:
         help="only this index (repeatable; default: every Bloom-filter index)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
 
 
 def _open_part(args: argparse.Namespace) -> Part:
@@ -188,9 +178,8 @@ def explain_command(args: argparse.Namespace) -> int:
     part = _open_part(args)
     report = explain_part(part, args.where, args.index)
     if args.json:
-        json.dump(report, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
+        print_json(report)
+        return EXIT_OK
     print(f"part {part.path} ({part.part_type}, {part.rows} rows, {part.granule_count} granules)")
     print(f"WHERE {args.where}")
     for entry in report["indexes"]:
@@ -200,7 +189,7 @@ def explain_command(args: argparse.Namespace) -> int:
         )
         if entry["selected"]:
             print("    granules: " + _ranges(entry["selected"]))
-    return 0
+    return EXIT_OK
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -428,9 +417,8 @@ def inspect_command(args: argparse.Namespace) -> int:
         part, args.index, saturation_fpr=args.saturation_fpr, target_fpr=args.target_fpr
     )
     if args.json:
-        json.dump(report, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
+        print_json(report)
+        return EXIT_OK
     print(
         f"part {report['part']} ({report['part_type']}, {report['rows']} rows, "
         f"{report['granules']} granules)"
@@ -477,4 +465,4 @@ def inspect_command(args: argparse.Namespace) -> int:
                 f"{advice['estimated_fpr']:.3g})"
                 + (f"; {advice['note']}" if advice.get("note") else "")
             )
-    return 0
+    return EXIT_OK

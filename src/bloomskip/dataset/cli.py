@@ -6,7 +6,9 @@ Cheap to import: every handler imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
-import sys
+
+from bloomskip._cli import EXIT_OK, count, positive_int, warn
+from bloomskip.errors import BloomskipError
 
 
 def register(subparsers) -> None:
@@ -62,7 +64,7 @@ def register(subparsers) -> None:
     query.add_argument("dataset", metavar="DATASET")
     query.add_argument("--where", required=True, metavar="PRED")
     query.add_argument("--select", metavar="COLS", help="comma-separated columns (default: all)")
-    query.add_argument("--limit", type=_count(0), metavar="N")
+    query.add_argument("--limit", type=count(0), metavar="N")
     query.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
     query.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     query.add_argument(
@@ -76,23 +78,8 @@ def register(subparsers) -> None:
         help="generate a sample log dataset, index it and compare with a DuckDB full scan",
     )
     demo.add_argument("directory", nargs="?", default="bloomskip-demo", metavar="DIR")
-    demo.add_argument("--rows", type=_count(1), default=5_000_000, help="rows to generate")
+    demo.add_argument("--rows", type=positive_int, default=5_000_000, help="rows to generate")
     demo.set_defaults(func=_demo)
-
-
-def _count(minimum: int):
-    """Return an argparse ``type`` accepting whole numbers of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
-        return value
-
-    return parse
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -101,19 +88,18 @@ def _build(args: argparse.Namespace) -> int:
     dataset = Dataset(args.dataset, sidecar=args.sidecar)
     report = dataset.build_index(args.index or None, granule=args.granule, progress=args.progress)
     for warning in report.warnings:
-        print(f"bloomskip: warning: {warning}", file=sys.stderr)
+        warn(warning)
     print(
         f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
         f"{report.index_bytes:,} bytes"
     )
-    return 0
+    return EXIT_OK
 
 
 def _query(args: argparse.Namespace) -> int:
     from bloomskip.dataset.dataset import Dataset
     from bloomskip.dataset.report import explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
-    from bloomskip.errors import BloomskipError
 
     dataset = Dataset(args.dataset, sidecar=args.sidecar)
     result = dataset.explain(args.where)
@@ -133,22 +119,21 @@ def _query(args: argparse.Namespace) -> int:
         # Bytes are counted over the columns read: all of them when there is no --select.
         columns = read_columns + [c for c in selected if c not in read_columns] if selected else []
         print(explain_text(result, columns))
-        return 0
+        return EXIT_OK
     # Run first: a WHERE the exact path refuses is one error line, not a warning per index
     # that could not use it followed by the error.
     table = dataset.run(result, args.where, args.select, args.limit)
     for warning in result.warnings:
-        print(f"bloomskip: warning: {warning}", file=sys.stderr)
+        warn(warning)
     write_output(table, args.format, args.output)
-    return 0
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:
     from bloomskip.dataset.demo import run_demo
-    from bloomskip.errors import BloomskipError
 
     try:
         run_demo(args.directory, rows=args.rows)
     except OSError as exc:
         raise BloomskipError(f"demo in {args.directory}: {exc}") from exc
-    return 0
+    return EXIT_OK

@@ -10,15 +10,13 @@ from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.sources import IdentityCache, discover, glob_root, is_glob, stat_key
+from bloomskip.dataset.cache import DatasetCache
+from bloomskip.dataset.sources import discover, glob_root, is_glob
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pyarrow as pa
-    import pyarrow.dataset as pads
 
-    from bloomskip.dataset.prune import PruneResult
+    from bloomskip.dataset.prune import Explanation
     from bloomskip.dataset.sidecar import Sidecar
 
 DIRECTORY_SIDECAR = "_bloomskip.index"
@@ -118,44 +116,25 @@ class Dataset:
         self.path = os.fspath(path)
         self.root, self.files = discover(self.path)
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
-        # Everything below is derived from files and re-validated on use (sidecar and sources
-        # by stat, decoded indexes by the sources' identities), so a reused Dataset answers
-        # from memory but never from a stale state.
-        self._engine_cache: dict = {}
-        self._condition_cache: dict = {}
-        self._sidecar_cache: tuple | None = None
-        self._identities = IdentityCache()
-        self._duckdb = None
-        self._duckdb_sources: tuple | None = None
-        self._pending_connection: Future | None = None
-        self._empty_results: dict = {}
-        self._layouts: dict = {}
-        self._schema = None
-        self._file_schemas: list | None = None
-        self._uniform = True
+        # Derived from the files and the sidecar, and dropped whole when the stat of any of
+        # them changes: a reused Dataset answers from memory but never from a stale state.
+        self._cache = DatasetCache()
 
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
 
         It caches Parquet footers (``parquet_metadata_cache``), so a repeated query does not
         parse them again. DuckDB re-validates that cache only by modification time in seconds,
-        so the connection is replaced whenever a file of the dataset changes (its ``stat``).
+        so the connection is replaced whenever a file of the dataset (or its sidecar) changes
+        (its ``stat``).
         """
-        try:
-            sources = tuple(stat_key(source.path) for source in self.files)
-        except OSError:
-            sources = None  # a vanished file: never reuse cached footers
-        if self._duckdb is None or sources is None or sources != self._duckdb_sources:
-            if self._duckdb is not None:
-                self._duckdb.close()
-            pending, self._pending_connection = self._pending_connection, None
+        cache = self._cache
+        cache.refresh(self.files, self.sidecar_path)
+        if cache.connection is None:
+            pending, cache.pending = cache.pending, None
             # A connection opened ahead (see query) is new: it has cached no footer yet.
-            self._duckdb = pending.result() if pending is not None else _new_connection()
-            self._empty_results.clear()
-            # A file that changed may have changed its columns too.
-            self._schema = self._file_schemas = None
-            self._duckdb_sources = sources
-        return self._duckdb
+            cache.connection = pending.result() if pending is not None else _new_connection()
+        return cache.connection
 
     @property
     def schema(self) -> pa.Schema:
@@ -172,13 +151,13 @@ class Dataset:
         """
         import pyarrow as pa
 
-        if self._schema is None:
+        if self._cache.schema is None:
             fields: dict[str, pa.Field] = {}
             for schema in self.file_schemas():
                 for field in schema:
                     fields.setdefault(field.name, field)
-            self._schema = pa.schema(list(fields.values()))
-        return self._schema
+            self._cache.schema = pa.schema(list(fields.values()))
+        return self._cache.schema
 
     def file_schemas(self) -> list[pa.Schema]:
         """The Arrow schema of each file, in dataset order (footers read once).
@@ -198,7 +177,8 @@ class Dataset:
 
         from bloomskip.errors import FormatError
 
-        if self._file_schemas is None:
+        cache = self._cache
+        if cache.file_schemas is None:
             schemas = []
             stored = []  # the Parquet schemas: physical and logical types
             for source in self.files:
@@ -217,11 +197,11 @@ class Dataset:
             # Equal Arrow schemas can hide types DuckDB reads differently (an INT96 and an
             # INT64 nanosecond timestamp are both timestamp[ns] to Arrow, TIMESTAMP and
             # TIMESTAMP_NS to DuckDB): the files agree only if their Parquet schemas do too.
-            self._uniform = all(schema.equals(schemas[0]) for schema in schemas[1:]) and all(
+            cache.uniform = all(schema.equals(schemas[0]) for schema in schemas[1:]) and all(
                 schema.equals(stored[0]) for schema in stored[1:]
             )
-            self._file_schemas = schemas
-        return self._file_schemas
+            cache.file_schemas = schemas
+        return cache.file_schemas
 
     def uniform(self) -> bool:
         """Whether every file has the same schema: Arrow's (names, order and types) and the
@@ -239,7 +219,7 @@ class Dataset:
             True
         """
         self.file_schemas()
-        return self._uniform
+        return self._cache.uniform
 
     def schema_conflicts(self) -> dict[str, str]:
         """Columns whose type differs between files, each with a description naming them.
@@ -291,11 +271,11 @@ class Dataset:
         from bloomskip.dataset.query import full_scan_source
         from bloomskip.errors import BloomskipError
 
-        key = ("scan schema",)
-        if key not in self._empty_results:
+        cache = self._cache
+        if cache.scan_schema is None:
             if all(source.format == "parquet" for source in self.files):
                 try:
-                    self._empty_results[key] = (
+                    cache.scan_schema = (
                         connection.cursor()
                         .sql(f"SELECT * FROM {full_scan_source(self.files)} LIMIT 0")
                         .to_arrow_table()
@@ -304,34 +284,43 @@ class Dataset:
                 except duckdb.Error as exc:
                     raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
             else:
-                self._empty_results[key] = self.schema
-        return self._empty_results[key]
+                cache.scan_schema = self.schema
+        return cache.scan_schema
 
     def load_sidecar(self) -> Sidecar | None:
         """Return the sidecar, or None when there is none.
 
-        The verified sidecar is kept, and read again only when its ``stat`` changes.
+        The verified sidecar is kept, and read again only when its ``stat`` (or that of a file
+        of the dataset) changes.
+
+        Returns:
+            The sidecar, or None.
 
         Raises:
             FormatError: The sidecar exists but is corrupt or cannot be read (callers then
                 scan or rebuild, as for any unusable index).
+
+        Example:
+            >>> Dataset("logs/").load_sidecar().granule  # doctest: +SKIP
+            'row-group'
         """
         from bloomskip.dataset.sidecar import read_sidecar
         from bloomskip.errors import FormatError
 
-        try:
-            key = stat_key(self.sidecar_path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if self._sidecar_cache is None or self._sidecar_cache[0] != key:
+        cache = self._cache
+        cache.refresh(self.files, self.sidecar_path)
+        if cache.state is not None and cache.state[1] is None:
+            return None  # no sidecar file
+        if cache.sidecar is None:
             try:
-                sidecar = read_sidecar(self.sidecar_path)
+                cache.sidecar = read_sidecar(self.sidecar_path)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
             except OSError as exc:
                 raise FormatError(
                     f"cannot read the index: {exc}", source=str(self.sidecar_path)
                 ) from exc
-            self._sidecar_cache = (key, sidecar)
-        return self._sidecar_cache[1]
+        return cache.sidecar
 
     def build_index(
         self,
@@ -406,38 +395,36 @@ class Dataset:
             [warning for item in prepared for warning in never_used_warnings(item)],
         )
 
-    def prune(self, where: str) -> list[tuple[Path, int]]:
-        """Return the ``(file, row_group)`` pairs that may hold rows matching ``where``.
-
-        Args:
-            where: ClickHouse WHERE expression.
-
-        Returns:
-            Surviving pairs in dataset order; for Arrow IPC the number is a record batch.
-
-        Example:
-            >>> Dataset("logs/").prune("user_id = 42")  # doctest: +SKIP
-            [(PosixPath('/data/logs/part-3.parquet'), 17)]
-        """
-        return self.explain(where).surviving()
-
-    def explain(self, where: str) -> PruneResult:
-        """Prune and return the full decision: per file, per index, and any warnings.
+    def explain(self, where: str) -> Explanation:
+        """Prune: which row groups may hold rows matching ``where``, and why.
 
         A missing or corrupt sidecar, or a changed file, is not an error: the affected files
-        are scanned, and :attr:`PruneResult.warnings` says why.
+        are scanned, and :attr:`Explanation.warnings` says why.
 
         Args:
             where: ClickHouse WHERE expression.
 
         Returns:
-            A :class:`~bloomskip.dataset.prune.PruneResult`.
+            An :class:`~bloomskip.dataset.prune.Explanation`: per file, per index, and any
+            warnings; :meth:`~bloomskip.dataset.prune.Explanation.row_groups` lists the
+            surviving ``(file, row_group)`` pairs and
+            :meth:`~bloomskip.dataset.prune.Explanation.to_dataset` exposes them as a
+            ``pyarrow.dataset.Dataset`` (for DuckDB or Polars).
+
+        Raises:
+            UnsupportedPredicateError: The WHERE cannot be parsed.
+            BloomskipError: A file of the dataset cannot be read.
+
+        Example:
+            >>> Dataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
+            [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
         from bloomskip.dataset.prune import CHANGED, file_states, prune
         from bloomskip.dataset.translate import check_where
         from bloomskip.errors import BloomskipError, FormatError
 
         check_where(where)  # a malformed WHERE is the user's error, reported before any work
+        cache = self._cache
         warnings = []
         try:
             sidecar = self.load_sidecar()
@@ -447,34 +434,24 @@ class Dataset:
         if sidecar is None and not warnings:
             warnings.append(f"no index at {self.sidecar_path}: scanning every file")
         try:
-            states = file_states(self.files, self.root, sidecar, self._layouts, self._identities)
+            states = file_states(self.files, self.root, sidecar, cache.layouts, cache.identities)
         except OSError as exc:
             raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
-        result = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
+        result = prune(where, states, sidecar, cache.engines, cache.conditions)
         for state in states:
             if sidecar is not None and state.entry is None:
                 verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
                 warnings.append(f"{state.relative_path}: {verb}; scanning it")
         result.warnings = warnings + result.warnings
+        result.schema_source = self._handoff_schema
         return result
 
-    def pruned(self, where: str) -> pads.Dataset:
-        """Return the surviving row groups as a ``pyarrow.dataset.Dataset``, without reading them.
-
-        Hand it to DuckDB (``duckdb.sql("SELECT ... FROM ds WHERE ...")``) or Polars
-        (``polars.scan_pyarrow_dataset(ds)``); neither copies the data up front. Apply the exact
-        predicate there: the row groups may hold non-matching rows too. (Count rows by scanning:
-        pyarrow 26's ``Dataset.count_rows()`` reports whole files for row-group subsets.)
-
-        Args:
-            where: ClickHouse WHERE expression used for pruning.
-
-        Returns:
-            A ``pyarrow.dataset.Dataset`` with the dataset's schema.
-        """
-        from bloomskip.dataset.query import surviving_dataset
-
-        return surviving_dataset(self.explain(where), self.schema)
+    def _handoff_schema(self) -> pa.Schema:
+        """The schema of :meth:`Explanation.to_dataset`."""
+        # The files' own schema when they agree: nothing to cast, dictionaries stay. Otherwise
+        # that of the whole dataset's scan, as in every query: a column's type in the first
+        # file may not hold another file's values (int32 and int64, int64 and string).
+        return self.schema if self.uniform() else self.scan_schema()
 
     def query(
         self,
@@ -501,19 +478,20 @@ class Dataset:
             12
         """
         names = list(columns) if columns is not None and not isinstance(columns, str) else columns
-        if self._duckdb is None and self._pending_connection is None:
+        cache = self._cache
+        if cache.connection is None and cache.pending is None:
             from concurrent.futures import ThreadPoolExecutor
 
             # Opening DuckDB takes ~10-15 ms and releases the GIL: do it while pruning.
             opener = ThreadPoolExecutor(max_workers=1)
-            self._pending_connection = opener.submit(_new_connection)
+            cache.pending = opener.submit(_new_connection)
             opener.shutdown(wait=False)
         result = self.explain(where)
         return self.run(result, where, names, limit)
 
     def run(
         self,
-        result: PruneResult,
+        result: Explanation,
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
@@ -546,7 +524,7 @@ class Dataset:
             columns,
             limit,
             connection,
-            self._empty_results,
+            self._cache.empty_results,
             scan_schema=self._scan_schema(connection),
             uniform=self.uniform(),
         )

@@ -5,16 +5,26 @@ Each index of the sidecar is evaluated by the ClickHouse engine (``compile_condi
 granule the engine rules out is skipped; everything else is kept. Files that changed, are not in
 the sidecar, or a sidecar that is missing or corrupt, make the pruner keep every row group of the
 files concerned: the answer is then a scan, never a miss.
+
+The decision is an :class:`Explanation`: per index what it skipped, the surviving row groups
+(:meth:`Explanation.row_groups`), and those row groups as a ``pyarrow.dataset``
+(:meth:`Explanation.to_dataset`) for DuckDB or Polars to scan without a copy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import IdentityCache, Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -64,23 +74,38 @@ class IndexOutcome:
 
 
 @dataclass
-class PruneResult:
-    """The surviving row groups of every file and how each index contributed.
+class Explanation:
+    """What the index decided for a WHERE: the row groups each file must read, and why.
 
     Attributes:
         files: Every dataset file.
         keep: Per file, a bool per row group: True = must be read.
         indexes: One :class:`IndexOutcome` per sidecar index.
         warnings: Problems that made the pruner fall back to scanning (corrupt sidecar, ...).
+        schema_source: Gives the schema of :meth:`to_dataset` (set by ``Dataset.explain``).
+
+    Example:
+        >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
+        >>> explanation.row_groups()  # doctest: +SKIP
+        [(PosixPath('/data/logs/part-3.parquet'), 17)]
     """
 
     files: list[FileState]
     keep: list
     indexes: list[IndexOutcome]
     warnings: list[str]
+    schema_source: Callable[[], pa.Schema] | None = field(default=None, repr=False)
 
-    def surviving(self) -> list[tuple[Path, int]]:
-        """Return the ``(file, row_group)`` pairs that must be read, in dataset order."""
+    def row_groups(self) -> list[tuple[Path, int]]:
+        """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
+
+        Returns:
+            The surviving pairs; for Arrow IPC the number is a record batch.
+
+        Example:
+            >>> Dataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
+            [(PosixPath('/data/logs/part-3.parquet'), 17)]
+        """
         import numpy as np
 
         return [
@@ -88,6 +113,84 @@ class PruneResult:
             for state, keep in zip(self.files, self.keep, strict=True)
             for group in np.flatnonzero(keep)
         ]
+
+    def to_dataset(self) -> pads.Dataset:
+        """Return the surviving row groups as a ``pyarrow.dataset.Dataset``, without reading them.
+
+        Hand it to DuckDB (``duckdb.sql("SELECT ... FROM ds WHERE ...")``) or Polars
+        (``polars.scan_pyarrow_dataset(ds)``); neither copies the data up front. Apply the exact
+        predicate there: the row groups may hold non-matching rows too. (Count rows by scanning:
+        pyarrow 26's ``Dataset.count_rows()`` reports whole files for row-group subsets.)
+
+        Its schema is the files' own when they all agree, else that of the whole dataset's scan
+        (``Dataset.scan_schema``, the one every query returns): each file's columns are then cast
+        to it, and a column a file lacks reads as nulls.
+
+        Returns:
+            A ``pyarrow.dataset.Dataset``.
+
+        Raises:
+            BloomskipError: The explanation has no schema (it was not made by
+                ``Dataset.explain``), or DuckDB cannot read the files together.
+
+        Example:
+            >>> ds = Dataset("logs/").explain("user_id = 42").to_dataset()  # doctest: +SKIP
+            >>> duckdb.sql("SELECT count(*) FROM ds").fetchone()  # doctest: +SKIP
+            (65536,)
+        """
+        from bloomskip.errors import BloomskipError
+
+        if self.schema_source is None:
+            raise BloomskipError("this explanation has no schema: make it with Dataset.explain")
+        return surviving_dataset(self, self.schema_source())
+
+
+def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
+    """Return the surviving row groups as a ``pyarrow.dataset.Dataset`` (no data is read).
+
+    Args:
+        result: The pruning result.
+        schema: The schema of the dataset returned; the files' columns are cast to it.
+
+    Returns:
+        A dataset DuckDB (``duckdb.from_arrow`` or a replacement scan) and Polars
+        (``polars.scan_pyarrow_dataset``) scan without copying: Parquet fragments restricted
+        to the surviving row groups, or the memory-mapped record batches of an Arrow IPC file.
+
+    Example:
+        >>> ds = surviving_dataset(result, schema)  # doctest: +SKIP
+        >>> duckdb.sql("SELECT count(*) FROM ds").fetchone()  # doctest: +SKIP
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    parquet_format = pads.ParquetFileFormat()
+    fragments = []
+    batches = []
+    for state, keep in zip(result.files, result.keep, strict=True):
+        groups = [int(g) for g in np.flatnonzero(keep)]
+        if not groups:
+            continue
+        if state.source.format == "parquet":
+            fragments.append(
+                parquet_format.make_fragment(
+                    str(state.source.path), pafs.LocalFileSystem(), row_groups=groups
+                )
+            )
+        else:
+            # Memory-mapped: the batches point into the file's pages, nothing is copied.
+            reader = pa.ipc.open_file(pa.memory_map(str(state.source.path)))
+            batches.extend(reader.get_batch(g).select(schema.names) for g in groups)
+    parts = []
+    if fragments or not batches:
+        parts.append(
+            pads.FileSystemDataset(fragments, schema, parquet_format, pafs.LocalFileSystem())
+        )
+    if batches:
+        parts.append(pads.InMemoryDataset(batches, schema=schema))
+    return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
 
 
 def file_states(
@@ -176,7 +279,7 @@ def prune(
     sidecar: Sidecar | None,
     engine_cache: dict,
     condition_cache: dict | None = None,
-):
+) -> Explanation:
     """Evaluate every sidecar index against ``where`` and combine the decisions.
 
     Args:
@@ -188,7 +291,7 @@ def prune(
         condition_cache: Reused across calls: compiled conditions keyed by WHERE and index.
 
     Returns:
-        A :class:`PruneResult`; its warnings name indexes that could not be used.
+        An :class:`Explanation`; its warnings name indexes that could not be used.
     """
     import numpy as np
 
@@ -239,7 +342,7 @@ def prune(
                 unit_keep = granules_to_units(rows, file_keep, state.layout.rows)
             outcome.keep[i] = unit_keep
             keep[i] &= unit_keep
-    return PruneResult(states, keep, outcomes, warnings)
+    return Explanation(states, keep, outcomes, warnings)
 
 
 def _condition(spec, where, condition_cache):

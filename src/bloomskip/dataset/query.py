@@ -3,18 +3,18 @@
 For Parquet, DuckDB's own reader reads the surviving row groups (``file_row_number`` ranges).
 A point lookup on integer columns first locates its rows: pyarrow reads the WHERE's columns of
 the surviving row groups, ``pyarrow.compute`` (or DuckDB on that Arrow table) finds the
-matching rows, and DuckDB then reads only the row groups that hold them. The surviving row
-groups can also be exposed as a ``pyarrow.dataset`` (Parquet fragments restricted to those row
-groups, or the memory-mapped record batches of an Arrow IPC file): nothing is copied, and
-DuckDB or Polars scan it lazily. In every case DuckDB applies the predicate translated from
-ClickHouse SQL (with ClickHouse's typing, see ``translate``) to the rows returned, so they are
-exactly those a scan of the whole dataset returns (docs/queries.md). Files whose schemas differ
-are read by one ``union_by_name`` reader, so a result's columns never depend on the survivors.
+matching rows, and DuckDB then reads only the row groups that hold them. An Arrow IPC file is
+read through the ``pyarrow.dataset`` of its surviving record batches (memory-mapped, see
+:func:`~bloomskip.dataset.prune.surviving_dataset`). In every case DuckDB applies the
+predicate translated from ClickHouse SQL (with ClickHouse's typing, see ``translate``) to the
+rows returned, so they are exactly those a scan of the whole dataset returns
+(docs/queries.md). Files whose schemas differ are read by one ``union_by_name`` reader, so a
+result's columns never depend on the survivors.
 """
 
 from __future__ import annotations
 
-from bloomskip.dataset.prune import PruneResult
+from bloomskip.dataset.prune import Explanation, surviving_dataset
 from bloomskip.errors import BloomskipError
 
 VIEW_NAME = "bloomskip_dataset"
@@ -31,53 +31,6 @@ LOCATE_VIEW = "bloomskip_located"
 # rules only simplify, so the rows are the same; below this it is worth its cost.
 REWRITER_LIMIT = 100
 ROW_COLUMN = "__bloomskip_row"
-
-
-def surviving_dataset(result: PruneResult, schema):
-    """Return the surviving row groups as a ``pyarrow.dataset.Dataset`` (no data is read).
-
-    Args:
-        result: The pruning result.
-        schema: The dataset's schema.
-
-    Returns:
-        A dataset DuckDB (``duckdb.from_arrow`` or a replacement scan) and Polars
-        (``polars.scan_pyarrow_dataset``) scan without copying.
-
-    Example:
-        >>> ds = surviving_dataset(result, schema)  # doctest: +SKIP
-        >>> duckdb.sql("SELECT count(*) FROM ds").fetchone()  # doctest: +SKIP
-    """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.dataset as pads
-    import pyarrow.fs as pafs
-
-    parquet_format = pads.ParquetFileFormat()
-    fragments = []
-    batches = []
-    for state, keep in zip(result.files, result.keep, strict=True):
-        groups = [int(g) for g in np.flatnonzero(keep)]
-        if not groups:
-            continue
-        if state.source.format == "parquet":
-            fragments.append(
-                parquet_format.make_fragment(
-                    str(state.source.path), pafs.LocalFileSystem(), row_groups=groups
-                )
-            )
-        else:
-            # Memory-mapped: the batches point into the file's pages, nothing is copied.
-            reader = pa.ipc.open_file(pa.memory_map(str(state.source.path)))
-            batches.extend(reader.get_batch(g).select(schema.names) for g in groups)
-    parts = []
-    if fragments or not batches:
-        parts.append(
-            pads.FileSystemDataset(fragments, schema, parquet_format, pafs.LocalFileSystem())
-        )
-    if batches:
-        parts.append(pads.InMemoryDataset(batches, schema=schema))
-    return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
 
 
 def _quoted(path) -> str:
@@ -99,7 +52,7 @@ def _row_ranges(state, keep) -> str:
     )
 
 
-def parquet_source(result: PruneResult) -> str:
+def parquet_source(result: Explanation) -> str:
     """Return a DuckDB table expression reading only the surviving row groups of Parquet files.
 
     DuckDB's own reader is used (parallel, and it decodes the other columns only where the
@@ -161,7 +114,7 @@ def full_scan_source(files) -> str:
     return f"read_parquet([{listing}], union_by_name = true)"
 
 
-def unified_source(result: PruneResult) -> str:
+def unified_source(result: Explanation) -> str:
     """Like :func:`parquet_source`, for files whose schemas differ: one ``union_by_name``
     reader over every file, restricted to the surviving row groups by file name and row number,
     so the columns and their types are those of the whole dataset's scan.
@@ -197,7 +150,7 @@ def unified_source(result: PruneResult) -> str:
     )
 
 
-def _empty_source(result: PruneResult) -> str:
+def _empty_source(result: Explanation) -> str:
     # Every row group was ruled out: an empty relation with the dataset's columns.
     return f"SELECT * FROM read_parquet({_quoted(result.files[0].source.path)}) LIMIT 0"
 
@@ -219,7 +172,7 @@ def _locatable(arrow_type) -> bool:
 
 def locate_matches(
     cursor,
-    result: PruneResult,
+    result: Explanation,
     condition: str,
     columns: list[str],
     cap: int,
@@ -313,6 +266,22 @@ def locate_matches(
         positions = np.asarray(found[ROW_COLUMN], np.int64)
     if limit is None and len(positions) > cap:
         return None
+    return _file_rows(surviving, firsts, positions)
+
+
+def _file_rows(surviving: list, firsts: list, positions) -> dict:
+    """Map positions in the concatenated surviving row groups back to ``{file: rows}``.
+
+    Args:
+        surviving: ``(file number, state, surviving row groups)`` per file read.
+        firsts: Per file read, the number of each surviving row group's first row.
+        positions: Row positions in the concatenation of those row groups.
+
+    Returns:
+        ``{file number: sorted int64 row numbers in that file}``.
+    """
+    import numpy as np
+
     group_rows = np.concatenate(
         [np.asarray(state.layout.rows, np.int64)[groups] for _, state, groups in surviving]
     )
@@ -355,7 +324,7 @@ def _lookup_mask(table, terms: tuple):
     return combine.reduce(masks)
 
 
-def matched_rows_source(result: PruneResult, matches: dict) -> str:
+def matched_rows_source(result: Explanation, matches: dict) -> str:
     """Return a DuckDB table expression reading exactly the located rows (see
     :func:`locate_matches`) by their ``file_row_number``.
 
@@ -450,7 +419,7 @@ def _quoted_name(name: str) -> str:
 
 
 def run_query(
-    result: PruneResult,
+    result: Explanation,
     schema,
     where: str,
     columns: list[str] | str | None = None,
@@ -501,8 +470,6 @@ def run_query(
         clickhouse_to_duckdb,
         column_kinds,
         conjunctions_under_or,
-        integer_lookup,
-        referenced_columns,
     )
 
     kinds = column_kinds(scan_schema if scan_schema is not None else schema)
@@ -518,60 +485,93 @@ def run_query(
         connection = owned = duckdb.connect(config=config)
     # A cursor is cheap and has its own view names; connecting costs ~10 ms per query.
     cursor = connection.cursor()
-    sql = ""
     try:
-        empty_key = None
-        names = set(schema.names)
-        if not uniform and all(s.source.format == "parquet" for s in result.files):
-            if ROW_NUMBER in names or FILE_COLUMN in names:
-                raise BloomskipError(
-                    f"files with different schemas cannot hold a column named {ROW_NUMBER!r} "
-                    f"or {FILE_COLUMN!r}"
-                )
-            source = unified_source(result)
-        elif all(s.source.format == "parquet" for s in result.files) and ROW_NUMBER not in names:
-            source = None
-            some_skipped = not all(keep.all() for keep in result.keep)
-            # With one surviving row group there is no false positive to save: DuckDB's own
-            # filtered read of it costs what locating alone would.
-            several = sum(int(keep.sum()) for keep in result.keep) > 1
-            if some_skipped and several and (limit is None or 0 < limit <= LOCATE_CAP):
-                matches = locate_matches(
-                    cursor,
-                    result,
-                    condition,
-                    referenced_columns(where),
-                    LOCATE_CAP,
-                    limit,
-                    integer_lookup(where),
-                )
-                if matches is not None:
-                    source = matched_rows_source(result, matches)
-                    if not matches:
-                        # Nothing matches: only the result's column types are needed, and
-                        # they depend on the query and the (unchanged) files alone.
-                        empty_key = (projection, condition, str(result.files[0].source.path))
-            if source is None:
-                source = parquet_source(result)
-        else:
-            source = VIEW_NAME
-            cursor.register(VIEW_NAME, surviving_dataset(result, schema))
+        source, empty_key = _surviving_source(
+            cursor, result, schema, where, condition, projection, limit, uniform
+        )
         if empty_results is not None and empty_key in empty_results:
             return empty_results[empty_key]
-        sql = f"SELECT {projection} FROM {source} WHERE {condition}{suffix}"
-        table = cursor.sql(sql).to_arrow_table()
+        table = cursor.sql(f"SELECT {projection} FROM {source} WHERE {condition}{suffix}")
+        table = table.to_arrow_table()
         if empty_results is not None and empty_key is not None:
             if len(empty_results) > 256:
                 empty_results.clear()
             empty_results[empty_key] = table
         return table
     except duckdb.Error as exc:
-        # DuckDB's message spans lines (a caret under the SQL, which may be megabytes long):
-        # its first line names the problem, the user's own WHERE says where.
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        shown = where if len(where) <= 200 else where[:200] + "..."
-        raise BloomskipError(f"DuckDB rejected the query (WHERE {shown!r}): {reason}") from exc
+        raise _rejected(where, exc) from exc
     finally:
         cursor.close()
         if owned is not None:
             owned.close()
+
+
+def _surviving_source(
+    cursor,
+    result: Explanation,
+    schema,
+    where: str,
+    condition: str,
+    projection: str,
+    limit: int | None,
+    uniform: bool,
+) -> tuple[str, tuple | None]:
+    """Choose how :func:`run_query` reads the surviving row groups.
+
+    Returns:
+        ``(source, empty_key)``: SQL for the ``FROM`` clause, and the key the (empty) result
+        is kept under when the located rows are none, else None.
+
+    Raises:
+        BloomskipError: Files with different schemas hold a column named like one of the
+            reader's own (:data:`ROW_NUMBER`, :data:`FILE_COLUMN`).
+    """
+    names = set(schema.names)
+    parquet = all(state.source.format == "parquet" for state in result.files)
+    if parquet and not uniform:
+        if ROW_NUMBER in names or FILE_COLUMN in names:
+            raise BloomskipError(
+                f"files with different schemas cannot hold a column named {ROW_NUMBER!r} "
+                f"or {FILE_COLUMN!r}"
+            )
+        return unified_source(result), None
+    if not parquet or ROW_NUMBER in names:
+        cursor.register(VIEW_NAME, surviving_dataset(result, schema))
+        return VIEW_NAME, None
+    matches = _locate(cursor, result, where, condition, limit)
+    if matches is None:
+        return parquet_source(result), None
+    # Nothing matches: only the result's column types are needed, and they depend on the
+    # query and the (unchanged) files alone.
+    empty_key = None if matches else (projection, condition, str(result.files[0].source.path))
+    return matched_rows_source(result, matches), empty_key
+
+
+def _locate(cursor, result: Explanation, where: str, condition: str, limit: int | None):
+    """:func:`locate_matches` when locating can save reading columns, else None."""
+    from bloomskip.dataset.translate import integer_lookup, referenced_columns
+
+    some_skipped = not all(keep.all() for keep in result.keep)
+    # With one surviving row group there is no false positive to save: DuckDB's own filtered
+    # read of it costs what locating alone would.
+    several = sum(int(keep.sum()) for keep in result.keep) > 1
+    if not (some_skipped and several and (limit is None or 0 < limit <= LOCATE_CAP)):
+        return None
+    return locate_matches(
+        cursor,
+        result,
+        condition,
+        referenced_columns(where),
+        LOCATE_CAP,
+        limit,
+        integer_lookup(where),
+    )
+
+
+def _rejected(where: str, exc: Exception) -> BloomskipError:
+    """The user's error for a query DuckDB rejects, naming the WHERE, not the SQL."""
+    # DuckDB's message spans lines (a caret under the SQL, which may be megabytes long): its
+    # first line names the problem, the user's own WHERE says where.
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    shown = where if len(where) <= 200 else where[:200] + "..."
+    return BloomskipError(f"DuckDB rejected the query (WHERE {shown!r}): {reason}")

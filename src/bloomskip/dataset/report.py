@@ -8,13 +8,13 @@ import tempfile
 from pathlib import Path
 
 from bloomskip._atomic import atomic_path, write_atomically
-from bloomskip.dataset.prune import PruneResult
+from bloomskip.dataset.prune import Explanation
 from bloomskip.errors import BloomskipError
 
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
 
 
-def explain_text(result: PruneResult, columns: list[str]) -> str:
+def explain_text(result: Explanation, columns: list[str]) -> str:
     """Describe what each index skipped and what is left to read.
 
     Args:

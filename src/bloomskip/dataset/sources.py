@@ -16,10 +16,16 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from bloomskip._sources import (
+    ARROW_IPC,
+    ARROW_IPC_MAGIC,
+    PARQUET,
+    PARQUET_MAGIC,
+    open_fragment,
+    sniff_format,
+)
 from bloomskip.errors import BloomskipError, FormatError
 
-PARQUET_MAGIC = b"PAR1"
-ARROW_IPC_MAGIC = b"ARROW1"
 # A footer larger than this is not a footer we can trust: refuse rather than allocate it.
 MAX_FOOTER_BYTES = 256 * 1024 * 1024
 GLOB_CHARACTERS = frozenset("*?[")
@@ -184,28 +190,13 @@ def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes
     return handle.read(footer_length + trailer_size)
 
 
-def sniff_format(path: Path) -> str:
-    """Return ``"parquet"`` or ``"arrow-ipc"`` from a file's leading magic bytes.
-
-    Args:
-        path: The file.
-
-    Returns:
-        The format name.
-
-    Raises:
-        BloomskipError: The file is neither Parquet nor an Arrow IPC file.
-
-    Example:
-        >>> sniff_format(Path("events.parquet"))  # doctest: +SKIP
-        'parquet'
-    """
+def _dataset_format(path: Path) -> str:
+    """Return ``"parquet"`` or ``"arrow-ipc"``: the formats whose units can be granules."""
+    file_format = sniff_format(path)
+    if file_format in (PARQUET, ARROW_IPC):
+        return file_format
     with open(path, "rb") as handle:
         head = handle.read(len(ARROW_IPC_MAGIC))
-    if head.startswith(PARQUET_MAGIC):
-        return "parquet"
-    if head == ARROW_IPC_MAGIC:
-        return "arrow-ipc"
     raise BloomskipError(f"{path}: not a Parquet file nor an Arrow IPC file (magic {head!r})")
 
 
@@ -252,7 +243,7 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
     text = os.fspath(dataset)
     path = Path(text)
     if path.is_file():
-        return path.resolve().parent, [SourceFile(path.resolve(), sniff_format(path))]
+        return path.resolve().parent, [SourceFile(path.resolve(), _dataset_format(path))]
     if path.is_dir():
         import pyarrow.fs as pafs
 
@@ -263,14 +254,14 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
             for info in pafs.LocalFileSystem().get_file_info(selector)
             if info.type == pafs.FileType.File and not _ignored(Path(info.path), root)
         ]
-        files = [SourceFile(name, sniff_format(name)) for name in found]
+        files = [SourceFile(name, _dataset_format(name)) for name in found]
         if any(source.format != "parquet" for source in files):
             raise BloomskipError(f"{text}: a directory dataset must hold only Parquet files")
     elif is_glob(text):
         root = glob_root(text).resolve()
         matched = [Path(name) for name in glob.glob(text, recursive=True)]
         files = [
-            SourceFile(name.resolve(), sniff_format(name)) for name in matched if name.is_file()
+            SourceFile(name.resolve(), _dataset_format(name)) for name in matched if name.is_file()
         ]
         if any(source.format != "parquet" for source in files):
             raise BloomskipError(f"{text}: a glob dataset must hold only Parquet files")
@@ -338,10 +329,8 @@ def read_layout(source: SourceFile) -> Layout:
 def _read_layout(source: SourceFile) -> Layout:
     import numpy as np
 
-    if source.format == "parquet":
-        import pyarrow.parquet as pq
-
-        metadata = pq.ParquetFile(source.path).metadata
+    if source.format == PARQUET:
+        metadata = open_fragment(source.path, PARQUET).metadata
         rows = np.array(
             [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], np.int64
         )
@@ -356,6 +345,8 @@ def _read_layout(source: SourceFile) -> Layout:
         return Layout(rows, column_bytes, metadata)
     import pyarrow as pa
 
+    # The record batches are the granules, as stored: read through the IPC file reader, since
+    # a dataset scan may cut or merge batches.
     with pa.memory_map(str(source.path)) as handle:
         reader = pa.ipc.open_file(handle)
         batches = [reader.get_batch(b) for b in range(reader.num_record_batches)]

@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from bloomskip.clickhouse.tokenizers import LikeWildcard, split_like_pattern
 from bloomskip.errors import UnsupportedPredicateError
 
 # WHERE texts whose parse / translation is remembered: a Dataset answering the same predicates
@@ -669,7 +670,9 @@ class _Translator:
 
         self.require_string(node.this, "like")
         pattern = _like_pattern(node.expression, "like")
-        converted = exp.Like(this=node.this, expression=exp.Literal.string(_duckdb_like(pattern)))
+        # The canonical spelling means the same under DuckDB's ESCAPE '\\'.
+        escaped = split_like_pattern(pattern).escaped()
+        converted = exp.Like(this=node.this, expression=exp.Literal.string(escaped))
         return _typed(exp.Escape(this=converted, expression=exp.Literal.string("\\")), "bool")
 
     def ilike_match(self, node):
@@ -677,24 +680,21 @@ class _Translator:
 
         self.require_string(node.this, "ilike")
         pattern = _like_pattern(node.expression, "ilike")
-        parts = _like_parts(pattern)
-        inner = parts[1:-1]
+        like = split_like_pattern(pattern)
+        parts = like.parts
         if (
-            len(parts) >= 3
-            and parts[0] == ("%",)
-            and parts[-1] == ("%",)
-            and all(len(part) == 2 for part in inner)
+            len(parts) == 3
+            and parts[0] is parts[2] is LikeWildcard.ANY
+            and isinstance(parts[1], str)
         ):
             # '%text%': ClickHouse searches the text case-insensitively, code point by code
             # point (its lower and upper case), as DuckDB's ILIKE does.
-            converted = exp.ILike(
-                this=node.this, expression=exp.Literal.string(_duckdb_like(pattern))
-            )
+            converted = exp.ILike(this=node.this, expression=exp.Literal.string(like.escaped()))
             return _typed(exp.Escape(this=converted, expression=exp.Literal.string("\\")), "bool")
         # Any other pattern: ClickHouse matches an RE2 regular expression case-insensitively;
         # DuckDB's regexp functions are RE2 too.
         regex = "".join(
-            ".*" if part == ("%",) else "." if part == ("_",) else _re2_literal(part[1])
+            _RE2_WILDCARDS[part] if isinstance(part, LikeWildcard) else _re2_literal(part)
             for part in parts
         )
         return _typed(
@@ -1095,48 +1095,11 @@ def _like_pattern(node, function: str) -> str:
     return node.this
 
 
-def _like_parts(pattern: str) -> list[tuple[str, ...]]:
-    """Split a ClickHouse LIKE pattern into ``("%",)``, ``("_",)`` and ``("char", c)`` parts.
-
-    ClickHouse reads ``\\%``, ``\\_`` and ``\\\\`` as the literal character and a backslash
-    before any other character as a backslash followed by that character (checked with chdb:
-    ``'C:\\Users' LIKE '%\\Users'`` holds); a pattern ending in a lone backslash is an error.
-    """
-    parts: list[tuple[str, ...]] = []
-    position = 0
-    while position < len(pattern):
-        char = pattern[position]
-        if char == "\\":
-            if position + 1 == len(pattern):
-                raise UnsupportedPredicateError(
-                    f"Invalid escape sequence at the end of LIKE pattern {pattern!r}"
-                )
-            following = pattern[position + 1]
-            if following in "%_\\":
-                parts.append(("char", following))
-                position += 2
-            else:
-                parts.append(("char", "\\"))
-                position += 1
-            continue
-        parts.append((char,) if char in "%_" else ("char", char))
-        position += 1
-    return parts
+_RE2_WILDCARDS = {LikeWildcard.ANY: ".*", LikeWildcard.ONE: "."}
 
 
-def _duckdb_like(pattern: str) -> str:
-    """The pattern for DuckDB's ``LIKE ... ESCAPE '\\'`` matching what ClickHouse matches."""
-    out = []
-    for part in _like_parts(pattern):
-        if len(part) == 1:
-            out.append(part[0])
-        else:
-            out.append("\\" + part[1] if part[1] in "%_\\" else part[1])
-    return "".join(out)
-
-
-def _re2_literal(char: str) -> str:
-    return re.escape(char) if char.isascii() else char
+def _re2_literal(text: str) -> str:
+    return "".join(re.escape(char) if char.isascii() else char for char in text)
 
 
 def _arguments(name: str, arguments: list, count: int) -> list:

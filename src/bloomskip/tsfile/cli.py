@@ -14,11 +14,19 @@ Example:
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
+
+from bloomskip._cli import (
+    EXIT_ERROR,
+    EXIT_NO,
+    EXIT_OK,
+    os_errors_as_user_errors,
+    positive_int,
+    print_json,
+    probability,
+)
 
 _VARIANTS = ("both", "signed-tail", "unsigned-tail")
 _DEFAULT_ERROR_RATE = 0.05
@@ -48,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     inspect.add_argument("file", help="a .tsfile")
     _add_common(inspect, json_flag=True, charset=True, error_rate=True)
-    inspect.set_defaults(func=_user_errors(_inspect))
+    inspect.set_defaults(func=os_errors_as_user_errors(_inspect))
 
     lookup = commands.add_parser(
         "lookup",
@@ -58,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lookup.add_argument("file", help="a .tsfile")
     lookup.add_argument("paths", nargs="+", metavar="PATH", help="series path, e.g. root.sg.d1.s1")
     _add_common(lookup, json_flag=True, charset=True, variant=True)
-    lookup.set_defaults(func=_user_errors(_lookup))
+    lookup.set_defaults(func=os_errors_as_user_errors(_lookup))
 
     find = commands.add_parser(
         "find",
@@ -70,10 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     find.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(find, json_flag=True, charset=True, variant=True)
     find.add_argument(
-        "--jobs", "-j", type=_positive_int, default=1, metavar="N",
+        "--jobs", "-j", type=positive_int, default=1, metavar="N",
         help="worker processes (default 1)",
     )  # fmt: skip
-    find.set_defaults(func=_user_errors(_find))
+    find.set_defaults(func=os_errors_as_user_errors(_find))
 
     verify = commands.add_parser(
         "verify",
@@ -88,10 +96,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(verify, json_flag=True, charset=True, error_rate=True)
     verify.add_argument(
-        "--limit", type=_positive_int, default=10,
+        "--limit", type=positive_int, default=10,
         help="series listed per reader and query path in text output (default 10)",
     )  # fmt: skip
-    verify.set_defaults(func=_user_errors(_verify))
+    verify.set_defaults(func=os_errors_as_user_errors(_verify))
 
     repair = commands.add_parser(
         "repair",
@@ -110,24 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "unsigned-tail: the C++ library",
     )  # fmt: skip
     _add_common(repair, json_flag=True, charset=True, error_rate=True)
-    repair.set_defaults(func=_user_errors(_repair))
-
-
-def _user_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
-    """Report a file that cannot be opened or read as a user error (exit status 2)."""
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        from bloomskip.errors import BloomskipError
-
-        try:
-            return handler(args)
-        except OSError as exc:
-            # Some errors (reading a directory, say) come without the file name: add it.
-            named = exc if exc.filename else f"{getattr(args, 'file', '')}: {exc.strerror or exc}"
-            raise BloomskipError(str(named)) from exc
-
-    return run
+    repair.set_defaults(func=os_errors_as_user_errors(_repair))
 
 
 def _add_common(
@@ -153,14 +144,9 @@ def _add_common(
         )  # fmt: skip
     if error_rate:
         parser.add_argument(
-            "--error-rate", type=_error_rate, default=_DEFAULT_ERROR_RATE,
+            "--error-rate", type=probability, default=_DEFAULT_ERROR_RATE,
             help="the writer sizing's target false-positive rate (default 0.05)",
         )  # fmt: skip
-
-
-def _print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
 
 
 def _progress(items: Iterable, description: str, total: int | None = None) -> Iterable:
@@ -180,20 +166,6 @@ def _charset(name: str) -> str:
     except LookupError:
         raise argparse.ArgumentTypeError(f"unknown charset {name!r}") from None
     return name
-
-
-def _error_rate(text: str) -> float:
-    value = float(text)
-    if not 0 < value < 1:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _expand(locations: list[str]) -> list:
@@ -235,12 +207,12 @@ def _inspect(args: argparse.Namespace) -> int:
             "exact_match": analysis.exact_match,
         }
     if args.json:
-        _print_json(report)
+        print_json(report, pretty=True)
     else:
         width = max(len(key) for key in report)
         for key, value in report.items():
             print(f"{key:<{width}}  {value}")
-    return 0
+    return EXIT_OK
 
 
 def _lookup(args: argparse.Namespace) -> int:
@@ -250,11 +222,11 @@ def _lookup(args: argparse.Namespace) -> int:
         results = [reader.lookup(path) for path in args.paths]
     rows = [{"path": r.path, "bloom": r.bloom, "present": r.present} for r in results]
     if args.json:
-        _print_json(rows)
+        print_json(rows, pretty=True)
     else:
         for row in rows:
             print(f"{row['path']}\tbloom={row['bloom']}\tpresent={str(row['present']).lower()}")
-    return 0 if all(row["present"] for row in rows) else 1
+    return EXIT_OK if all(row["present"] for row in rows) else EXIT_NO
 
 
 def _find(args: argparse.Namespace) -> int:
@@ -279,7 +251,7 @@ def _find(args: argparse.Namespace) -> int:
             if not args.json:
                 print(result.file, flush=True)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "path": args.path,
                 "files": hits,
@@ -287,11 +259,12 @@ def _find(args: argparse.Namespace) -> int:
                 "skipped_by_filter": skipped,
                 "index_lookups": len(files) - skipped - len(errors),
                 "errors": errors,
-            }
+            },
+            pretty=True,
         )
     if errors:
-        return 2
-    return 0 if hits else 1
+        return EXIT_ERROR
+    return EXIT_OK if hits else EXIT_NO
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -317,8 +290,8 @@ def _verify(args: argparse.Namespace) -> int:
         if not args.json:
             _print_verify_text(analysis, args.limit)
     if args.json:
-        _print_json(reports)
-    return 1 if failed else 0
+        print_json(reports, pretty=True)
+    return EXIT_NO if failed else EXIT_OK
 
 
 def _print_verify_text(analysis: Any, limit: int) -> None:
@@ -361,7 +334,7 @@ def _repair(args: argparse.Namespace) -> int:
         args.file, variant=args.variant, error_rate=args.error_rate, charset=args.charset
     )
     if args.json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict(), pretty=True)
     else:
         through = "" if result.target == result.file else f" (-> {result.target})"
         print(
@@ -369,4 +342,4 @@ def _repair(args: argparse.Namespace) -> int:
             f"series: {result.bit_count} bits, k={result.hash_function_count}, "
             f"{result.new_filter_bytes} bytes (was {result.old_filter_bytes})"
         )
-    return 0
+    return EXIT_OK

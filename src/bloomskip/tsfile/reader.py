@@ -37,7 +37,7 @@ from typing import Literal
 from bloomskip import _native
 from bloomskip.errors import FormatError
 from bloomskip.tsfile.codec import ByteCursor, TruncatedError
-from bloomskip.tsfile.filter import BloomFilter, PathProbe, decode_filter
+from bloomskip.tsfile.filter import BloomFilter, PathProbe
 from bloomskip.tsfile.hash import HashVariant
 from bloomskip.tsfile.paths import (
     DEFAULT_CHARSET,
@@ -95,8 +95,6 @@ class NodeType(IntEnum):
 
 
 _NODE_TYPES = tuple(NodeType)
-_DEVICE_LEVEL = (NodeType.INTERNAL_DEVICE, NodeType.LEAF_DEVICE)
-_MEASUREMENT_LEVEL = (NodeType.INTERNAL_MEASUREMENT, NodeType.LEAF_MEASUREMENT)
 
 
 @dataclass(frozen=True)
@@ -149,8 +147,8 @@ class TsFileMetadata:
     """The parsed TsFileMetadata and where its parts sit in the file.
 
     ``start`` and ``end`` delimit TsFileMetadata; ``filter_start`` and ``filter_end`` delimit the
-    serialized Bloom filter inside it. ``table_roots`` parses each root node on first access
-    (testing the filter does not need them) and raises FormatError then if one is corrupt.
+    serialized Bloom filter inside it. ``table_roots`` builds each root node on first access
+    (testing the filter does not need them); the C scan has checked every root at open.
     """
 
     version: int
@@ -391,6 +389,11 @@ class TsFileReader:
     def _error(self, message: str, field_name: str, offset: int) -> FormatError:
         return FormatError(message, field=field_name, offset=offset, source=self.path)
 
+    def _scan_error(self, error: _native.TsFileScanError) -> FormatError:
+        """The FormatError of a C scan's error (TruncatedError when the bytes ended in a field)."""
+        kind = TruncatedError if error.truncated else FormatError
+        return kind(error.message, field=error.field, offset=error.offset, source=self.path)
+
     def read_bytes(self, offset: int, length: int, field_name: str) -> bytes:
         """Read exactly ``length`` bytes at ``offset`` (from the tail read at open if it has them).
 
@@ -434,38 +437,30 @@ class TsFileReader:
             data = tail[metadata_start - tail_start : metadata_end - tail_start]
         else:
             data = self.read_bytes(metadata_start, metadata_end - metadata_start, "TsFileMetadata")
-        try:
-            return version, self._scan_metadata(data, metadata_start, version)
-        except ValueError:
-            # The C scan found something wrong; the careful parser names the field and offset.
-            return version, self._parse_metadata(data, metadata_start, version)
-
-    def _parse_metadata(self, data: bytes, metadata_start: int, version: int) -> TsFileMetadata:
-        """Parse TsFileMetadata field by field in Python (raises the precise FormatError)."""
-        cursor = ByteCursor(data, metadata_start, self.path)
-        metadata_end = metadata_start + len(data)
-        if version == 3:
-            return self._parse_metadata_v3(cursor, metadata_end)
-        return self._parse_metadata_v4(cursor, metadata_end)
+        return version, self._scan_metadata(data, metadata_start, version)
 
     def _scan_metadata(self, data: bytes, metadata_start: int, version: int) -> TsFileMetadata:
-        """Build TsFileMetadata from the C scan, which checks every rule :meth:`_parse_metadata`
-        checks (and the table roots in full), without Python objects per root or column.
+        """Build TsFileMetadata from the C scan, which checks every rule of the format (the
+        table roots in full) without Python objects per root or column.
 
         Raises:
-            ValueError: The scan found a violation (not a FormatError: re-parse to name it).
+            FormatError: The scan's error, naming the field and the offset.
         """
+        schemas: dict[str, tuple[tuple, ...]] = {}
+        try:
+            scan = _native.tsfile_scan_metadata(
+                data, 0, len(data), version, metadata_start, schemas
+            )
+        except _native.TsFileScanError as error:
+            raise self._scan_error(error) from None
         (
-            tables, schema_start, schema_count, meta_offset, filter_start, bits_start,
+            tables, _, _, meta_offset, filter_start, bits_start,
             byte_length, bit_count, hash_count, filter_end, properties,
-        ) = _native.tsfile_scan_metadata(data, 0, len(data), version, metadata_start)  # fmt: skip
-        cursor = ByteCursor(data, metadata_start, self.path)
-        table_schemas: dict[str, TableSchema] = {}
-        if schema_count:
-            cursor.pos = schema_start
-            for _ in range(schema_count):
-                schema = _parse_table_schema(cursor)
-                table_schemas[schema.name] = schema
+        ) = scan  # fmt: skip
+        table_schemas = {
+            name: TableSchema(name, tuple(ColumnSchema(*column) for column in columns))
+            for name, columns in schemas.items()
+        }
         bloom_filter = None
         if byte_length:
             bloom_filter = BloomFilter.from_stored_bits(
@@ -479,7 +474,7 @@ class TsFileReader:
             version,
             metadata_start,
             metadata_start + len(data),
-            _LazyRoots(dict(tables), self._root_parser(cursor, meta_offset, version)),
+            _LazyRoots(dict(tables), self._root_parser(data, metadata_start, meta_offset, version)),
             table_schemas,
             meta_offset,
             bloom_filter,
@@ -488,105 +483,17 @@ class TsFileReader:
             properties,
         )
 
-    def _parse_metadata_v4(self, cursor: ByteCursor, metadata_end: int) -> TsFileMetadata:
-        start = cursor.offset
-        root_positions: dict[str, int] = {}
-        for _ in range(_count(cursor, "table_count", 3)):
-            name_offset = cursor.offset
-            name = cursor.varstr("table_name")
-            if name is None:
-                raise cursor.error("table name is null", "table_name", name_offset)
-            root_positions[name] = self._skip_root(cursor, 4)
-        table_schemas: dict[str, TableSchema] = {}
-        for _ in range(_count(cursor, "table_schema_count", 2)):
-            schema = _parse_table_schema(cursor)
-            table_schemas[schema.name] = schema
-        meta_offset = self._parse_meta_offset(cursor, start)
-        table_roots = _LazyRoots(root_positions, self._root_parser(cursor, meta_offset, 4))
-        bloom_filter, filter_start, filter_end = None, cursor.offset, cursor.offset
-        properties: dict[str, str | None] = {}
-        # Java reads the filter and the properties only "if the buffer has remaining bytes".
-        if cursor.remaining:
-            bloom_filter = decode_filter(
-                cursor, version=4, variant=self.variant, charset=self.charset
-            )
-            filter_end = cursor.offset
-        if cursor.remaining:
-            for _ in range(_count(cursor, "property_count", 2, zigzag=True)):
-                key = cursor.varstr("property_key")
-                properties[key if key is not None else ""] = cursor.varstr("property_value")
-        if cursor.remaining:
-            raise cursor.error(
-                f"{cursor.remaining} unexpected bytes after the properties", "TsFileMetadata end"
-            )
-        return TsFileMetadata(
-            4,
-            start,
-            metadata_end,
-            table_roots,
-            table_schemas,
-            meta_offset,
-            bloom_filter,
-            filter_start,
-            filter_end,
-            properties,
-        )
-
-    def _parse_metadata_v3(self, cursor: ByteCursor, metadata_end: int) -> TsFileMetadata:
-        start = cursor.offset
-        root_positions = {"": self._skip_root(cursor, 3)}
-        meta_offset = self._parse_meta_offset(cursor, start)
-        table_roots = _LazyRoots(root_positions, self._root_parser(cursor, meta_offset, 3))
-        filter_start = cursor.offset
-        bloom_filter = decode_filter(cursor, version=3, variant=self.variant, charset=self.charset)
-        filter_end = cursor.offset
-        if cursor.remaining:
-            raise cursor.error(
-                f"{cursor.remaining} unexpected bytes after the Bloom filter", "TsFileMetadata end"
-            )
-        # v3 has no table map; the Java reader files every device under the empty table name.
-        return TsFileMetadata(
-            3, start, metadata_end, table_roots, {}, meta_offset, bloom_filter, filter_start,
-            filter_end, {},
-        )  # fmt: skip
-
-    def _skip_root(self, cursor: ByteCursor, version: int) -> int:
-        """Step over a table's root node, returning its position in the cursor's buffer.
-
-        Opening a file to test its filter needs only the extent of the root nodes; they are
-        parsed (and validated) on first use, see :class:`_LazyRoots`.
-        """
-        position = cursor.pos
-        end = _skip_node(cursor.data, position, version >= 4)
-        if end is None:
-            # Unusual (long keys) or corrupt: parse it properly, which raises if it is corrupt.
-            self._parse_node(cursor, True, HEAD_SIZE, cursor.base + len(cursor.data), version)
-        else:
-            cursor.pos = end
-        return position
-
     def _root_parser(
-        self, cursor: ByteCursor, meta_offset: int, version: int
+        self, data: bytes, metadata_start: int, meta_offset: int, version: int
     ) -> Callable[[int], IndexNode]:
-        data, base, metadata_start = cursor.data, cursor.base, cursor.base
+        """Parse the root node at a position of ``data`` (TsFileMetadata, at ``metadata_start``)."""
 
         def parse(position: int) -> IndexNode:
-            root_cursor = ByteCursor(data, base, self.path)
+            root_cursor = ByteCursor(data, metadata_start, self.path)
             root_cursor.pos = position
             return self._parse_node(root_cursor, True, meta_offset, metadata_start, version)
 
         return parse
-
-    def _parse_meta_offset(self, cursor: ByteCursor, metadata_start: int) -> int:
-        offset = cursor.offset
-        meta_offset = cursor.i64("meta_offset")
-        if not HEAD_SIZE <= meta_offset <= metadata_start:
-            raise cursor.error(
-                f"meta_offset {meta_offset} is not between the head and TsFileMetadata",
-                "meta_offset",
-                offset,
-            )
-        return meta_offset
 
     # ------------------------------------------------------------------ index nodes
     def _parse_node(
@@ -596,65 +503,26 @@ class TsFileReader:
 
         Writers serialize children before their parent, so ``limit`` is the parent's own
         position: offsets that point forward are corrupt, and a descent always terminates.
-        The C parser checks the same rules; when it refuses a node (corrupt, or cut short by a
-        prefix read), the Python parser below names the problem (or raises TruncatedError).
+
+        Raises:
+            TruncatedError: The node runs past the bytes of the cursor (a prefix read widens).
+            FormatError: The node is corrupt.
         """
         position = cursor.offset
-        key_kind = (2 if version >= 4 else 1) if device_level else 0
+        if not device_level:
+            key_kind = _native.TSFILE_KEY_MEASUREMENT
+        elif version >= 4:
+            key_kind = _native.TSFILE_KEY_DEVICE_V4
+        else:
+            key_kind = _native.TSFILE_KEY_DEVICE_V3
         try:
             keys, offsets, end_offset, type_code, end = _native.tsfile_index_node(
                 cursor.data, cursor.pos, key_kind, floor, limit, cursor.base
             )
-        except ValueError:
-            return self._parse_node_in_python(cursor, device_level, floor, limit, version)
+        except _native.TsFileScanError as error:
+            raise self._scan_error(error) from None
         cursor.pos = end
         return IndexNode(keys, offsets, end_offset, _NODE_TYPES[type_code], position)
-
-    def _parse_node_in_python(
-        self, cursor: ByteCursor, device_level: bool, floor: int, limit: int, version: int
-    ) -> IndexNode:
-        """:meth:`_parse_node` field by field: raises the FormatError that names the problem."""
-        position = cursor.offset
-        key_field = _key_field(device_level)
-        count = _count(cursor, "index_node.entry_count", 9)
-        keys: list[DeviceSegments] | list[str] = []
-        offsets: list[int] = []
-        for _ in range(count):
-            key_offset = cursor.offset
-            if device_level and version >= 4:
-                segment_count = _count(cursor, "index_node.segment_count", 1)
-                if segment_count == 0:
-                    raise cursor.error("device ID has no segments", key_field, key_offset)
-                key = tuple(cursor.varstr(key_field) for _ in range(segment_count))
-            else:
-                name = cursor.varstr(key_field)
-                if name is None:
-                    raise cursor.error("index key is null", key_field, key_offset)
-                key = (name,) if device_level else name
-            keys.append(key)  # type: ignore[arg-type]
-            offsets.append(cursor.i64("index_node.offset"))
-        end_offset = cursor.i64("index_node.end_offset")
-        type_offset = cursor.offset
-        type_code = cursor.u8("index_node.type")
-        expected = _DEVICE_LEVEL if device_level else _MEASUREMENT_LEVEL
-        if type_code not in expected:
-            raise cursor.error(
-                f"node type {type_code} where a {'device' if device_level else 'measurement'}"
-                "-level node is expected",
-                "index_node.type",
-                type_offset,
-            )
-        bounds = [*offsets, end_offset]
-        for index in range(len(bounds)):
-            low = bounds[index - 1] if index else floor
-            if not low <= bounds[index] <= limit or (index and bounds[index] == low):
-                raise cursor.error(
-                    f"child offset {bounds[index]} is out of order or outside "
-                    f"[{floor}, {limit}] (children precede their parent)",
-                    "index_node.offset" if index < len(offsets) else "index_node.end_offset",
-                    position,
-                )
-        return IndexNode(tuple(keys), tuple(offsets), end_offset, NodeType(type_code), position)
 
     def _child(self, node: IndexNode, index: int, device_level: bool, depth: int) -> IndexNode:
         """Read and parse child ``index`` of ``node`` (a node of the given level)."""
@@ -1026,84 +894,6 @@ class TsFileReader:
                 if count > MAX_PATH_INTERPRETATIONS:
                     raise _TooManyInterpretations
                 yield candidate
-
-
-def _count(cursor: ByteCursor, field_name: str, min_item_size: int, zigzag: bool = False) -> int:
-    """Read an element count and check that the remaining bytes can hold that many elements."""
-    offset = cursor.offset
-    count = cursor.varint(field_name) if zigzag else cursor.uvarint(field_name)
-    if count < 0:
-        raise cursor.error(f"negative count {count}", field_name, offset)
-    if count * min_item_size > cursor.remaining:
-        # A truncation: an index node read by prefix is widened and parsed again.
-        raise TruncatedError(
-            f"count {count} cannot fit in the {cursor.remaining} bytes that remain",
-            field=field_name,
-            offset=offset,
-            source=cursor.source,
-        )
-    return count
-
-
-def _skip_node(data: bytes, pos: int, segmented: bool) -> int | None:
-    """Return the end of the device-level node at ``pos``, or None if it is unusual or cut short.
-
-    Only the lengths are read (nothing is decoded); :meth:`TsFileReader._parse_node` does the
-    validation when the node is used.
-    """
-    try:
-        count = data[pos]
-        if count >= 0x80:
-            return None
-        pos += 1
-        for _ in range(count):
-            segment_count = data[pos] if segmented else 1
-            if not 0 < segment_count < 0x80:
-                return None
-            pos += 1 if segmented else 0
-            for _ in range(segment_count):
-                header = data[pos]
-                if header >= 0x80 or (header & 1 and header != 1):
-                    return None
-                pos += 1 + (header >> 1)
-            pos += 8
-    except IndexError:
-        return None
-    pos += 9  # end offset and node type
-    return pos if pos <= len(data) else None
-
-
-def _parse_table_schema(cursor: ByteCursor) -> TableSchema:
-    name_offset = cursor.offset
-    name = cursor.varstr("table_schema.name")
-    if name is None:
-        raise cursor.error("table name is null", "table_schema.name", name_offset)
-    columns = []
-    for _ in range(_count(cursor, "table_schema.column_count", 15)):
-        column_offset = cursor.offset
-        column_name = cursor.i32str("column.name")
-        if column_name is None:
-            raise cursor.error("column name is null", "column.name", column_offset)
-        data_type = cursor.u8("column.data_type")
-        encoding = cursor.u8("column.encoding")
-        compressor = cursor.u8("column.compressor")
-        property_offset = cursor.offset
-        property_count = cursor.i32("column.property_count")
-        if not 0 <= property_count <= cursor.remaining // 8:
-            raise cursor.error(
-                f"property count {property_count} is negative or cannot fit",
-                "column.property_count",
-                property_offset,
-            )
-        properties: dict[str, str | None] = {}
-        for _ in range(property_count):
-            key = cursor.i32str("column.property_key")
-            properties[key if key is not None else ""] = cursor.i32str("column.property_value")
-        category = cursor.i32("column.category")
-        columns.append(
-            ColumnSchema(column_name, data_type, encoding, compressor, category, properties)
-        )
-    return TableSchema(name, tuple(columns))
 
 
 def _skip_statistics(cursor: ByteCursor, data_type: int, type_offset: int) -> None:

@@ -1,0 +1,110 @@
+"""What a ``Dataset`` keeps between queries, and the one rule that drops it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bloomskip.dataset.sources import IdentityCache, SourceFile, stat_key
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from concurrent.futures import Future
+
+    import pyarrow as pa
+
+    from bloomskip.dataset.sidecar import Sidecar
+
+
+@dataclass
+class DatasetCache:
+    """Everything a ``Dataset`` derives from its files and its sidecar.
+
+    Each entry was derived under :attr:`state`, the ``stat`` of every file and of the sidecar.
+    :meth:`refresh` takes that ``stat`` again and, when anything differs, :meth:`invalidate`
+    drops every entry: a file rewritten between two queries (even with its size and
+    modification time restored: ``stat_key`` includes the change time), or a sidecar rebuilt
+    with other definitions or granules, is then read again, never answered from memory.
+
+    Attributes:
+        state: ``(stat keys of the files, stat key of the sidecar or None)`` the entries were
+            derived under; None before the first refresh, or when a file cannot be stat-ed.
+        sidecar: The verified sidecar, once read (None: not read yet, or there is none).
+        identities: File identities (footer hashes); each also re-validated by ``stat``.
+        layouts: Row-group layouts, keyed by file and identity.
+        engines: Decoded skip indexes, keyed by index and the identities of the files covered.
+        conditions: Compiled conditions, keyed by WHERE and index.
+        connection: The DuckDB connection queries run on (it caches Parquet footers).
+        pending: A connection being opened ahead, in a thread; it has cached nothing yet, so it
+            survives :meth:`invalidate`.
+        scan_schema: The schema of DuckDB's ``union_by_name`` scan of the whole dataset.
+        empty_results: The empty result of each (columns, WHERE) that matched nothing.
+        schema: The dataset's Arrow schema (columns by first appearance).
+        file_schemas: The Arrow schema of each file.
+        uniform: Whether every file has the same Arrow and Parquet schema (valid once
+            :attr:`file_schemas` is set).
+
+    Example:
+        >>> cache = DatasetCache()
+        >>> cache.refresh(dataset.files, dataset.sidecar_path)  # doctest: +SKIP
+        >>> cache.layouts  # doctest: +SKIP
+        {}
+    """
+
+    state: tuple | None = None
+    sidecar: Sidecar | None = None
+    identities: IdentityCache = field(default_factory=IdentityCache)
+    layouts: dict = field(default_factory=dict)
+    engines: dict = field(default_factory=dict)
+    conditions: dict = field(default_factory=dict)
+    connection: Any = None
+    pending: Future | None = None
+    scan_schema: pa.Schema | None = None
+    empty_results: dict = field(default_factory=dict)
+    schema: pa.Schema | None = None
+    file_schemas: list[pa.Schema] | None = None
+    uniform: bool = True
+
+    def refresh(self, files: Sequence[SourceFile], sidecar: str | os.PathLike) -> None:
+        """Invalidate the cache when a file or the sidecar changed since the last refresh.
+
+        Args:
+            files: The dataset's files.
+            sidecar: The sidecar's path (it may not exist).
+
+        Example:
+            >>> cache.refresh(dataset.files, dataset.sidecar_path)  # doctest: +SKIP
+        """
+        try:
+            state = (tuple(stat_key(source.path) for source in files), _sidecar_key(sidecar))
+        except OSError:
+            state = None  # a vanished file: keep nothing derived from it
+        if state is None or state != self.state:
+            self.invalidate()
+        self.state = state
+
+    def invalidate(self) -> None:
+        """Drop every entry (closing the DuckDB connection), keeping only a pending connection.
+
+        Example:
+            >>> cache.invalidate()  # doctest: +SKIP
+        """
+        if self.connection is not None:
+            # DuckDB re-validates its footer cache only by modification time in seconds.
+            self.connection.close()
+        pending = self.pending
+        for item in dataclasses.fields(self):
+            if item.default_factory is not dataclasses.MISSING:
+                setattr(self, item.name, item.default_factory())
+            else:
+                setattr(self, item.name, item.default)
+        self.pending = pending
+
+
+def _sidecar_key(path: str | os.PathLike) -> tuple | None:
+    try:
+        return stat_key(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
