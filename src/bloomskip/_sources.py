@@ -113,7 +113,7 @@ def open_dataset(path: str | os.PathLike, file_format: str) -> pads.Dataset:
         ) from exc
 
 
-def open_fragment(path: str | os.PathLike, file_format: str) -> pads.FileFragment:
+def open_fragment(path: str | os.PathLike, file_format: str, filesystem=None) -> pads.FileFragment:
     """Return one file as a ``pyarrow.dataset`` fragment, without reading it yet.
 
     A fragment's ``metadata`` (Parquet) is its footer, read once; a whole dataset would read
@@ -122,6 +122,7 @@ def open_fragment(path: str | os.PathLike, file_format: str) -> pads.FileFragmen
     Args:
         path: The file.
         file_format: ``"parquet"``, ``"arrow-ipc"`` or ``"csv"``.
+        filesystem: The pyarrow filesystem ``path`` is in (default: the local one).
 
     Returns:
         The fragment; reading it raises ``pyarrow.ArrowException`` on a malformed file.
@@ -138,4 +139,5 @@ def open_fragment(path: str | os.PathLike, file_format: str) -> pads.FileFragmen
         ARROW_IPC: pads.IpcFileFormat,
         CSV: pads.CsvFileFormat,
     }
-    return formats[file_format]().make_fragment(os.fspath(path), pafs.LocalFileSystem())
+    filesystem = pafs.LocalFileSystem() if filesystem is None else filesystem
+    return formats[file_format]().make_fragment(os.fspath(path), filesystem)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +70,7 @@ def location(request: pytest.FixtureRequest, tmp_path) -> str:
 @pytest.fixture
 def store(location: str) -> Store:
     return open_store(location)
+
+
+# The dataset tests' data and predicate corpus (tests/dataset), reused here on object storage.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dataset"))

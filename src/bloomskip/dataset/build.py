@@ -221,7 +221,7 @@ def _iter_units(source: SourceFile, columns: list[str], missing_types: dict | No
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
-        parquet = pq.ParquetFile(source.path)
+        parquet = pq.ParquetFile(source.open())
         present = set(parquet.schema_arrow.names)
         absent = [name for name in columns if name not in present]
         if absent and not all(name in (missing_types or {}) for name in absent):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from bloomskip._cli import EXIT_OK, count, positive_int, warn
+from bloomskip._cli import EXIT_OK, count, positive_int, print_json, warn
 from bloomskip.errors import BloomskipError
 
 
@@ -45,6 +45,7 @@ def register(subparsers) -> None:
         help="granule: a Parquet row group / Arrow record batch (default) or a row count",
     )
     build.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    _index_location_option(build)
     build.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -52,6 +53,7 @@ def register(subparsers) -> None:
         help="progress bar (default: on a terminal only)",
     )
     build.set_defaults(func=_build)
+    _register_maintenance(index_commands)
 
     query = subparsers.add_parser(
         "query",
@@ -71,6 +73,7 @@ def register(subparsers) -> None:
         "--explain", action="store_true", help="print what each index skips; do not run"
     )
     query.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    _index_location_option(query)
     query.set_defaults(func=_query)
 
     demo = subparsers.add_parser(
@@ -82,26 +85,126 @@ def register(subparsers) -> None:
     demo.set_defaults(func=_demo)
 
 
-def _build(args: argparse.Namespace) -> int:
+def _index_location_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index-location",
+        metavar="URI",
+        help="keep a segmented index there (a folder, s3://, gs://, az://, abfs://); the "
+        "default for an object-store DATASET is DATASET/_bloomskip (docs/segments.md)",
+    )
+
+
+def _register_maintenance(index_commands) -> None:
+    status = index_commands.add_parser(
+        "status",
+        help="show a segmented index: version, segments, files covered, stale and missing files",
+    )
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    compact = index_commands.add_parser("compact", help="merge a segmented index's small segments")
+    vacuum = index_commands.add_parser(
+        "vacuum", help="delete old versions and segments no recent version references"
+    )
+    vacuum.add_argument(
+        "--keep-versions", type=positive_int, default=10, metavar="N", help="default 10"
+    )
+    vacuum.add_argument(
+        "--min-age",
+        type=count(0),
+        default=3600,
+        metavar="SECONDS",
+        help="never delete an object younger than this (default 3600: a build in progress)",
+    )
+    drop = index_commands.add_parser("drop", help="delete a segmented index")
+    for parser, handler in ((status, _status), (compact, _compact), (vacuum, _vacuum)):
+        parser.add_argument("dataset", metavar="DATASET")
+        _index_location_option(parser)
+        parser.set_defaults(func=handler)
+    drop.add_argument("dataset", metavar="DATASET")
+    _index_location_option(drop)
+    drop.set_defaults(func=_drop)
+
+
+def _lake(args: argparse.Namespace):
+    from bloomskip.dataset.lake import LakeDataset
+
+    return LakeDataset(args.dataset, index_location=args.index_location)
+
+
+def _dataset(args: argparse.Namespace):
     from bloomskip.dataset.dataset import Dataset
 
-    dataset = Dataset(args.dataset, sidecar=args.sidecar)
+    return Dataset(args.dataset, sidecar=args.sidecar, index_location=args.index_location)
+
+
+def _build(args: argparse.Namespace) -> int:
+    dataset = _dataset(args)
     report = dataset.build_index(args.index or None, granule=args.granule, progress=args.progress)
     for warning in report.warnings:
         warn(warning)
+    if hasattr(report, "version"):
+        print(
+            f"{report.index}: version {report.version}, {report.files} files, "
+            f"{len(report.rebuilt)} (re)indexed, {len(report.removed)} removed, "
+            f"{report.segments_written} new segments, {report.bytes_written:,} bytes written"
+        )
+    else:
+        print(
+            f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
+            f"{report.index_bytes:,} bytes"
+        )
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = _lake(args).status()
+    if args.json:
+        print_json(status)
+        return EXIT_OK
+    if status["version"] is None:
+        print(f"{status['index']}: no index ({status['files']} files)")
+        return EXIT_OK
     print(
-        f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
-        f"{report.index_bytes:,} bytes"
+        f"{status['index']}: version {status['version']}, {len(status['segments'])} segments, "
+        f"{status['segment_bytes']:,} bytes; {status['files_indexed']}/{status['files']} files "
+        f"indexed, {len(status['stale'])} stale, {len(status['missing'])} missing, "
+        f"{len(status['not_indexed'])} not indexed"
     )
+    for index in status["indexes"]:
+        print(f"  {index['definition']}: {index['bytes']:,} bytes")
+    for kind in ("stale", "missing", "not_indexed"):
+        for key in status[kind]:
+            print(f"  {kind.replace('_', ' ')}: {key}")
+    return EXIT_OK
+
+
+def _compact(args: argparse.Namespace) -> int:
+    report = _lake(args).compact()
+    if report is None:
+        print("nothing to compact: fewer than two small segments")
+    else:
+        print(
+            f"{report.index}: version {report.version}, {report.files} files merged into one "
+            f"segment, {report.bytes_written:,} bytes written"
+        )
+    return EXIT_OK
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    deleted = _lake(args).vacuum(args.keep_versions, args.min_age)
+    print(f"deleted {len(deleted)} objects")
+    return EXIT_OK
+
+
+def _drop(args: argparse.Namespace) -> int:
+    print(f"deleted {_lake(args).drop()} objects")
     return EXIT_OK
 
 
 def _query(args: argparse.Namespace) -> int:
-    from bloomskip.dataset.dataset import Dataset
     from bloomskip.dataset.report import explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
 
-    dataset = Dataset(args.dataset, sidecar=args.sidecar)
+    dataset = _dataset(args)
     result = dataset.explain(args.where)
     if args.explain:
         read_columns = referenced_columns(args.where)

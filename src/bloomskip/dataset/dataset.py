@@ -51,6 +51,16 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
     return path.parent / f"_{path.name}.bloomskip"
 
 
+def _local_path(path: str | os.PathLike) -> str | os.PathLike:
+    """A ``file://`` URI as the path it names; anything else as given."""
+    text = os.fspath(path)
+    if text.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return unquote(urlsplit(text).path)
+    return path
+
+
 def _index_type_key(arrow_type) -> str:
     """How an index sees a column's type: its ClickHouse type without LowCardinality."""
     from bloomskip.clickhouse.types import clickhouse_type_for, parse_clickhouse_type
@@ -95,8 +105,15 @@ class Dataset:
     """A folder, glob or file of Parquet (or one Arrow IPC file) with a sidecar skip index.
 
     Args:
-        path: A Parquet file, an Arrow IPC file, a directory of Parquet files or a glob.
+        path: A Parquet file, an Arrow IPC file, a directory of Parquet files or a glob (also as
+            a ``file://`` URI). An object-store prefix (``s3://``, ``gs://``, ``az://``,
+            ``abfs://``) gives a :class:`~bloomskip.dataset.lake.LakeDataset` instead, with
+            the same ``build_index`` / ``explain`` / ``query`` calls and a segmented index.
         sidecar: Where the index lives (default: :func:`default_sidecar_path`).
+        index_location: Keep a segmented index there (docs/segments.md); gives a
+            ``LakeDataset``.
+        filesystem: A pyarrow or fsspec filesystem to read the data through; gives a
+            ``LakeDataset``.
 
     Raises:
         BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
@@ -112,7 +129,40 @@ class Dataset:
         3
     """
 
-    def __init__(self, path: str | os.PathLike, sidecar: str | os.PathLike | None = None) -> None:
+    def __new__(
+        cls,
+        path: str | os.PathLike,
+        sidecar: str | os.PathLike | None = None,
+        *,
+        index_location: str | os.PathLike | None = None,
+        filesystem=None,
+    ):
+        # Object storage (or an index kept elsewhere) is served by the segmented index:
+        # the same explain / query / build_index calls, on a LakeDataset.
+        from bloomskip._store import is_object_uri
+
+        if is_object_uri(os.fspath(path)) or index_location is not None or filesystem is not None:
+            from bloomskip.dataset.lake import LakeDataset
+
+            if sidecar is not None:
+                from bloomskip.errors import BloomskipError
+
+                raise BloomskipError(
+                    "a sidecar file is for a local dataset; an object-store dataset's index is "
+                    "given with index_location (--index-location)"
+                )
+            return LakeDataset(path, index_location=index_location, filesystem=filesystem)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        sidecar: str | os.PathLike | None = None,
+        *,
+        index_location: str | os.PathLike | None = None,
+        filesystem=None,
+    ) -> None:
+        path = _local_path(path)
         self.path = os.fspath(path)
         self.root, self.files = discover(self.path)
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)

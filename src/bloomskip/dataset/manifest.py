@@ -65,6 +65,8 @@ class SegmentEntry:
         header_end: Where its header (and header checksum) ends: the first range to read.
         index_spans: ``(offset, length)`` of each index's sections in the segment.
         files: The files it covers in this version, each with the identity it was indexed at.
+        schema: The Arrow schema its files unify to, serialized (Arrow IPC) and base64-encoded:
+            a query learns the dataset's columns without reading every file's footer.
     """
 
     key: str
@@ -72,6 +74,7 @@ class SegmentEntry:
     header_end: int
     index_spans: tuple[tuple[int, int], ...]
     files: Mapping[str, Identity]
+    schema: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,9 @@ class Change:
 
 
 def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
-    return SegmentEntry(segment.key, segment.size, segment.header_end, segment.index_spans, files)
+    return SegmentEntry(
+        segment.key, segment.size, segment.header_end, segment.index_spans, files, segment.schema
+    )
 
 
 class IndexLog:
@@ -174,13 +179,8 @@ class IndexLog:
 
     def version_numbers(self) -> list[int]:
         """Every manifest version present, oldest first (one listing)."""
-        numbers = []
-        for info in self.store.list(VERSIONS):
-            name = info.key[len(VERSIONS) :]
-            stem, dot, suffix = name.partition(".")
-            if dot and suffix == "json" and len(stem) == _VERSION_DIGITS and stem.isdigit():
-                numbers.append(int(stem))
-        return sorted(numbers)
+        numbers = [version_number(info.key) for info in self.store.list(VERSIONS)]
+        return sorted(number for number in numbers if number is not None)
 
     def latest(self) -> Manifest | None:
         """The newest manifest version, or ``None`` when there is none.
@@ -215,12 +215,15 @@ class IndexLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def write_segment(self, sidecar: Sidecar, identities: Mapping[str, Identity]) -> SegmentEntry:
+    def write_segment(
+        self, sidecar: Sidecar, identities: Mapping[str, Identity], schema: str = ""
+    ) -> SegmentEntry:
         """Write ``sidecar`` as a new segment object (never overwriting one).
 
         Args:
             sidecar: The files' indexes, as a sidecar.
             identities: Each file's identity, as the manifest records it.
+            schema: The files' unified Arrow schema (see :attr:`SegmentEntry.schema`).
 
         Returns:
             Its manifest entry, to be committed with :meth:`commit`.
@@ -231,7 +234,9 @@ class IndexLog:
             if self.store.put_if_absent(key, encoded.data):
                 break
         files = {path: dict(identities[path]) for path in sidecar.files}
-        return SegmentEntry(key, len(encoded.data), encoded.header_end, encoded.index_spans, files)
+        return SegmentEntry(
+            key, len(encoded.data), encoded.header_end, encoded.index_spans, files, schema
+        )
 
     def commit(self, change: Change) -> Manifest:
         """Apply ``change`` to the latest version and create the next one; retry on a race.
@@ -306,6 +311,21 @@ def version_key(number: int) -> str:
     return f"{VERSIONS}{number:0{_VERSION_DIGITS}d}.json"
 
 
+def version_number(key: str) -> int | None:
+    """The version a key names (``versions/<20 digits>.json``), or None for any other key.
+
+    Example:
+        >>> version_number("versions/00000000000000000012.json"), version_number("versions/x")
+        (12, None)
+    """
+    if not key.startswith(VERSIONS):
+        return None
+    stem, dot, suffix = key[len(VERSIONS) :].partition(".")
+    if dot and suffix == "json" and len(stem) == _VERSION_DIGITS and stem.isdigit():
+        return int(stem)
+    return None
+
+
 class _RangeReader:
     """``size()``/``read()`` over a segment, served from ranges fetched in one call."""
 
@@ -355,6 +375,7 @@ def encode_manifest(manifest: Manifest) -> bytes:
                 "header_end": segment.header_end,
                 "index_spans": [list(span) for span in segment.index_spans],
                 "files": {path: dict(identity) for path, identity in segment.files.items()},
+                "schema": segment.schema,
             }
             for segment in manifest.segments
         ],
@@ -450,7 +471,9 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
             f"{where}.files[{path!r}]",
             "is not an identity",
         )
-    return SegmentEntry(key, size, header_end, tuple(index_spans), files)
+    schema = item.get("schema", "")
+    check.that(isinstance(schema, str), f"{where}.schema", "is not a string")
+    return SegmentEntry(key, size, header_end, tuple(index_spans), files, schema)
 
 
 def _is_count(value: object) -> bool:
@@ -497,4 +520,5 @@ __all__ = [
     "encode_manifest",
     "identity_matches",
     "version_key",
+    "version_number",
 ]

@@ -83,6 +83,8 @@ class Explanation:
         indexes: One :class:`IndexOutcome` per sidecar index.
         warnings: Problems that made the pruner fall back to scanning (corrupt sidecar, ...).
         schema_source: Gives the schema of :meth:`to_dataset` (set by ``Dataset.explain``).
+        io: Requests and bytes the index cost (``index_requests``, ``index_bytes``), for a
+            dataset on a store that counts them.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -95,6 +97,7 @@ class Explanation:
     indexes: list[IndexOutcome]
     warnings: list[str]
     schema_source: Callable[[], pa.Schema] | None = field(default=None, repr=False)
+    io: dict[str, int] = field(default_factory=dict)
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
@@ -166,7 +169,12 @@ def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
-    parquet_format = pads.ParquetFileFormat()
+    remote = [state.source.filesystem for state in result.files if state.source.filesystem]
+    filesystem = remote[0] if remote else pafs.LocalFileSystem()
+    # On an object store, the column chunks a scan needs are fetched together (coalesced, in
+    # parallel) rather than one small read at a time.
+    options = pads.ParquetFragmentScanOptions(pre_buffer=bool(remote))
+    parquet_format = pads.ParquetFileFormat(default_fragment_scan_options=options)
     fragments = []
     batches = []
     for state, keep in zip(result.files, result.keep, strict=True):
@@ -175,9 +183,7 @@ def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
             continue
         if state.source.format == "parquet":
             fragments.append(
-                parquet_format.make_fragment(
-                    str(state.source.path), pafs.LocalFileSystem(), row_groups=groups
-                )
+                parquet_format.make_fragment(str(state.source.path), filesystem, row_groups=groups)
             )
         else:
             # Memory-mapped: the batches point into the file's pages, nothing is copied.
@@ -185,9 +191,7 @@ def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
             batches.extend(reader.get_batch(g).select(schema.names) for g in groups)
     parts = []
     if fragments or not batches:
-        parts.append(
-            pads.FileSystemDataset(fragments, schema, parquet_format, pafs.LocalFileSystem())
-        )
+        parts.append(pads.FileSystemDataset(fragments, schema, parquet_format, filesystem))
     if batches:
         parts.append(pads.InMemoryDataset(batches, schema=schema))
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)

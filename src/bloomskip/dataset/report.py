@@ -38,6 +38,9 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
     total_units = sum(len(rows) for rows in unit_rows)
     total_rows = int(sum(rows.sum() for rows in unit_rows))
     total_bytes = int(sum(sizes.sum() for sizes in unit_bytes))
+    # Files read from an object store's index are described by their granules alone (their
+    # footers are not fetched to prune), so their bytes are not known here.
+    sized = all(state.layout.column_bytes for state in result.files)
     lines = []
     for outcome in result.indexes:
         lines.append(f"index {outcome.definition}")
@@ -49,7 +52,8 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
         )
         lines.append(
             f"  granules skipped: {outcome.granules_skipped}/{outcome.granules}, "
-            f"rows skipped: {outcome.rows_skipped:,}, bytes skipped: {_size(skipped_bytes)}"
+            f"rows skipped: {outcome.rows_skipped:,}"
+            + (f", bytes skipped: {_size(skipped_bytes)}" if sized else "")
         )
     read_units = int(sum(int(np.count_nonzero(keep)) for keep in result.keep))
     pairs = list(zip(unit_rows, unit_bytes, result.keep, strict=True))
@@ -57,8 +61,14 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
     read_bytes = int(sum(int(sizes[keep].sum()) for _, sizes, keep in pairs))
     lines.append(
         f"read: {read_units}/{total_units} row groups in {len(result.files)} files, "
-        f"{read_rows:,}/{total_rows:,} rows, {_size(read_bytes)}/{_size(total_bytes)}"
+        f"{read_rows:,}/{total_rows:,} rows"
+        + (f", {_size(read_bytes)}/{_size(total_bytes)}" if sized else "")
     )
+    if result.io:
+        lines.append(
+            f"index I/O: {result.io['index_requests']} requests, "
+            f"{_size(result.io['index_bytes'])} read"
+        )
     lines.extend(f"warning: {warning}" for warning in result.warnings)
     return "\n".join(lines)
 

@@ -13,7 +13,7 @@ import glob
 import hashlib
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bloomskip._sources import (
@@ -51,12 +51,21 @@ class SourceFile:
     """One file of a dataset.
 
     Attributes:
-        path: Absolute path of the file.
+        path: Absolute path of the file; on an object store, its path in :attr:`filesystem`
+            (``bucket/key``).
         format: ``"parquet"`` or ``"arrow-ipc"``.
+        filesystem: The pyarrow filesystem holding it; None for a local file.
     """
 
     path: Path
     format: str
+    filesystem: object = field(default=None, compare=False, hash=False, repr=False)
+
+    def open(self):
+        """What pyarrow readers take for this file: its local path, or an input stream."""
+        if self.filesystem is None:
+            return str(self.path)
+        return self.filesystem.open_input_file(str(self.path))
 
     def identity(self) -> FileIdentity:
         """Return the file's current identity.
@@ -72,6 +81,11 @@ class SourceFile:
             >>> SourceFile(Path("a.parquet"), "parquet").identity()  # doctest: +SKIP
             FileIdentity(size=1234, mtime_ns=..., footer_sha256='9f2c...')
         """
+        if self.filesystem is not None:
+            info = self.filesystem.get_file_info(str(self.path))
+            with self.filesystem.open_input_file(str(self.path)) as handle:
+                footer = read_footer_bytes(handle, info.size, self.format, str(self.path))
+            return FileIdentity(info.size, info.mtime_ns or 0, hashlib.sha256(footer).hexdigest())
         with open(self.path, "rb") as handle:
             stat = os.fstat(handle.fileno())
             footer = read_footer_bytes(handle, stat.st_size, self.format, str(self.path))
@@ -330,7 +344,7 @@ def _read_layout(source: SourceFile) -> Layout:
     import numpy as np
 
     if source.format == PARQUET:
-        metadata = open_fragment(source.path, PARQUET).metadata
+        metadata = open_fragment(source.path, PARQUET, source.filesystem).metadata
         rows = np.array(
             [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], np.int64
         )

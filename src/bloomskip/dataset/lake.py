@@ -1,0 +1,651 @@
+"""Datasets on object storage (or any location) with a segmented index (docs/segments.md).
+
+A :class:`LakeDataset` is a prefix of Parquet objects, ``s3://bucket/table/`` (also ``gs://``,
+``az://``/``abfs://``, ``file://`` or a local folder), with its index at ``<prefix>/_bloomskip/``
+or at ``index_location``. ``bloomskip.Dataset`` opens one for any object-store URI, or when an
+index location is given.
+
+Every query costs few requests whatever the number of files:
+
+* one listing of the prefix gives every file's identity (size and ETag) and, when the index
+  lives beside the data, the manifest versions too;
+* one read of the newest manifest;
+* per segment holding a file the query can prune, one coalesced read of its header and of the
+  sections of the indexes the WHERE can use.
+
+A file whose identity differs from the one it was indexed at, a file no segment covers, and the
+files of a segment that cannot be read are scanned. The surviving row groups are read through
+pyarrow's filesystem (with pre-buffering), and DuckDB applies the exact predicate to them.
+
+Example:
+    >>> lake = LakeDataset("s3://bucket/logs")  # doctest: +SKIP
+    >>> lake.build_index(["user_id TYPE bloom_filter(0.01)"])  # doctest: +SKIP
+    >>> lake.query("user_id = 42").num_rows  # doctest: +SKIP
+    3
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bloomskip._store import IOStats, ObjectInfo, Store, open_store
+from bloomskip.dataset.manifest import (
+    Change,
+    IndexLog,
+    Manifest,
+    SegmentEntry,
+    identity_matches,
+    version_number,
+)
+from bloomskip.dataset.sidecar import FileEntry, Sidecar
+from bloomskip.dataset.sources import Layout, SourceFile
+from bloomskip.dataset.vocabulary import ROW_GROUP
+from bloomskip.errors import BloomskipError, FormatError, StorageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from bloomskip.dataset.prune import Explanation
+
+INDEX_DIRECTORY = "_bloomskip"
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+#: A build starts a new segment once the current one holds this many payload bytes.
+SEGMENT_TARGET_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A data file as the listing describes it.
+
+    Attributes:
+        key: Its key relative to the dataset's prefix (the name the manifest uses).
+        info: Size, ETag, version and modification time from the listing.
+    """
+
+    key: str
+    info: ObjectInfo
+
+    @property
+    def identity(self) -> dict[str, int | str]:
+        """What the manifest records: ETag (and version) and size on an object store, size and
+        modification time on a local disk."""
+        identity: dict[str, int | str] = {"size": self.info.size}
+        if self.info.etag is not None:
+            identity["etag"] = self.info.etag
+            if self.info.version is not None:
+                identity["version"] = self.info.version
+        else:
+            identity["mtime_ns"] = self.info.mtime_ns
+        return identity
+
+
+@dataclass
+class LakeBuildReport:
+    """What :meth:`LakeDataset.build_index` did.
+
+    Attributes:
+        index: The index location.
+        files: Files in the dataset.
+        rebuilt: Keys of the files (re)indexed.
+        removed: Keys of files dropped from the index because they no longer exist.
+        version: The manifest version committed (the previous one when nothing changed).
+        segments_written: New segment objects.
+        bytes_written: Bytes of the new segments and the manifest.
+        warnings: One line per index no predicate can ever use.
+    """
+
+    index: str
+    files: int
+    rebuilt: list[str]
+    removed: list[str]
+    version: int
+    segments_written: int
+    bytes_written: int
+    warnings: list[str] = field(default_factory=list)
+
+
+class LakeDataset:
+    """Parquet objects under a prefix, with a segmented skip index.
+
+    Args:
+        location: ``s3://bucket/prefix``, ``gs://…``, ``az://…``, ``abfs://…``, ``file://…`` or a
+            local folder.
+        index_location: Where the index lives (default: ``<location>/_bloomskip``), e.g. a
+            writable bucket beside a read-only data bucket.
+        filesystem: A pyarrow (or fsspec) filesystem to read the data through, instead of the
+            one pyarrow derives from ``location``; ``location`` is then the path in it.
+
+    Raises:
+        StorageError: The location's scheme is unknown, or a store cannot be configured.
+    """
+
+    def __init__(
+        self,
+        location: str | os.PathLike,
+        *,
+        index_location: str | os.PathLike | None = None,
+        filesystem=None,
+    ) -> None:
+        self.location = os.fspath(location).rstrip("/")
+        self.store: Store = open_store(self.location)
+        if index_location is None:
+            self.index_location = f"{self.store.uri}/{INDEX_DIRECTORY}"
+            self._index_prefix = f"{INDEX_DIRECTORY}/"
+        else:
+            self.index_location = os.fspath(index_location).rstrip("/")
+            self._index_prefix = None
+        self.log = IndexLog(open_store(self.index_location))
+        if filesystem is not None:
+            import pyarrow.fs as pafs
+
+            if not isinstance(filesystem, pafs.FileSystem):
+                filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
+            self._filesystem, self._base = filesystem, self.store.uri.split("://")[-1]
+        else:
+            self._filesystem, self._base = None, None
+        self._engine_cache: dict = {}
+        self._condition_cache: dict = {}
+
+    # -- what is there ---------------------------------------------------------------------
+
+    @property
+    def index_stats(self) -> IOStats:
+        """Requests and bytes of the index (when beside the data, the shared listing too)."""
+        return self.log.store.stats
+
+    def filesystem(self):
+        """``(pyarrow filesystem, base path)`` the data files are read through."""
+        if self._filesystem is None:
+            self._filesystem, self._base = self.store.arrow_filesystem()
+        return self._filesystem, self._base
+
+    def list_files(self) -> tuple[list[ListedFile], list[int] | None]:
+        """One listing: the Parquet files, and the manifest versions when the index is beside.
+
+        Returns:
+            ``(files, versions)``; ``versions`` is None when the index lives elsewhere (it is
+            then listed by its own store).
+
+        Raises:
+            BloomskipError: An object under the prefix is not a Parquet file by its name.
+            StorageError: The prefix cannot be listed.
+        """
+        files = []
+        versions: list[int] | None = [] if self._index_prefix is not None else None
+        for info in self.store.list(""):
+            key = info.key
+            if self._index_prefix is not None and key.startswith(self._index_prefix):
+                number = version_number(key[len(self._index_prefix) :])
+                if number is not None:
+                    versions.append(number)
+                continue
+            if any(part.startswith(("_", ".")) for part in key.split("/")):
+                continue  # ignored as pyarrow.dataset ignores them (_SUCCESS, .crc, _delta_log)
+            if not key.lower().endswith(PARQUET_SUFFIXES):
+                raise BloomskipError(
+                    f"{self.store.uri_of(key)}: not a Parquet file by its name; a dataset "
+                    "prefix must hold only Parquet files (names ending in .parquet)"
+                )
+            files.append(ListedFile(key, info))
+        if not files:
+            raise BloomskipError(f"{self.location}: the dataset holds no Parquet file")
+        return files, sorted(versions) if versions is not None else None
+
+    def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
+        """The newest manifest version (``versions`` from :meth:`list_files` saves a listing)."""
+        if versions is None:
+            versions = self.log.version_numbers()
+        return self.log.read_version(versions[-1]) if versions else None
+
+    def _source(self, listed: ListedFile) -> SourceFile:
+        filesystem, base = self.filesystem()
+        return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem)
+
+    # -- building --------------------------------------------------------------------------
+
+    def build_index(
+        self,
+        indexes: Sequence[str] | None = None,
+        *,
+        granule: str | int = ROW_GROUP,
+        progress: bool | None = None,
+    ) -> LakeBuildReport:
+        """Index the files that are new or changed since the newest version; commit a version.
+
+        New files go to new segments (a new segment every :data:`SEGMENT_TARGET_BYTES`); no
+        existing segment is rewritten. Files gone from the prefix leave the index. With other
+        definitions (or granule) than the index has, every file is indexed again.
+
+        Args:
+            indexes: ClickHouse index definitions; None keeps the index's own.
+            granule: ``"row-group"`` or rows per granule.
+            progress: Show a progress bar (default: only on a terminal).
+
+        Returns:
+            A :class:`LakeBuildReport`.
+
+        Raises:
+            BloomskipError: Bad definitions, no definitions and no index, a column whose type
+                differs between files, data the engine cannot hash.
+            CommitConflictError: Another build changed the definitions meanwhile.
+            StorageError: The index location cannot be written.
+        """
+        from bloomskip.dataset.build import never_used_warnings, parse_granule
+
+        files, versions = self.list_files()
+        manifest = self.latest_manifest(versions)
+        prepared, granule = self._prepare(indexes, granule, manifest, files, parse_granule)
+        specs = tuple(item.spec for item in prepared)
+        same = manifest is not None and (manifest.indexes, manifest.granule) == (specs, granule)
+        covered = manifest.files() if same else {}
+        todo = [
+            listed
+            for listed in files
+            if listed.key not in covered
+            or not identity_matches(covered[listed.key][1], listed.identity)
+        ]
+        present = {listed.key for listed in files}
+        removed = sorted(key for key in covered if key not in present)
+        written_before = self.log.store.stats.bytes_written
+        segments = self._build_segments(todo, prepared, granule, progress)
+        warnings = [warning for item in prepared for warning in never_used_warnings(item)]
+        if not segments and not removed and same:
+            version = manifest.version
+        else:
+            change = Change(
+                granule, specs, segments, replace_all=not same, removed=frozenset(removed)
+            )
+            version = self.log.commit(change).version
+        return LakeBuildReport(
+            self.index_location,
+            len(files),
+            [listed.key for listed in todo],
+            removed,
+            version,
+            len(segments),
+            self.log.store.stats.bytes_written - written_before,
+            warnings,
+        )
+
+    def _prepare(self, indexes, granule, manifest, files, parse_granule):
+        from bloomskip.dataset.build import prepare_index
+
+        if not indexes:
+            if manifest is None:
+                raise BloomskipError("no --index given and no existing index to refresh")
+            schema = self._read_schema(files[0])
+            prepared = [
+                prepare_index(spec.definition, schema, dict(spec.column_types))
+                for spec in manifest.indexes
+            ]
+            return prepared, manifest.granule
+        schema = self._read_schema(files[0])
+        return [prepare_index(text, schema) for text in indexes], parse_granule(granule)
+
+    def _read_schema(self, listed: ListedFile) -> pa.Schema:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        source = self._source(listed)
+        try:
+            return pq.read_schema(source.open())
+        except (pa.ArrowException, OSError) as exc:
+            raise FormatError(
+                f"cannot read the schema: {_one_line(exc)}",
+                field="footer",
+                source=self.store.uri_of(listed.key),
+            ) from exc
+
+    def _build_segments(self, todo, prepared, granule, progress) -> list[SegmentEntry]:
+        import pyarrow as pa
+
+        from bloomskip.dataset.build import build_file, progress_bar, worker_count
+
+        segments: list[SegmentEntry] = []
+        batch: dict[str, FileEntry] = {}
+        identities: dict[str, dict] = {}
+        schemas: list[pa.Schema] = []
+        workers = worker_count()
+
+        def flush() -> None:
+            if batch:
+                sidecar = Sidecar(granule, [item.spec for item in prepared], dict(batch))
+                schema = pa.unify_schemas(schemas, promote_options="permissive")
+                encoded = base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+                segments.append(self.log.write_segment(sidecar, identities, encoded))
+                batch.clear()
+                identities.clear()
+                schemas.clear()
+
+        with (
+            progress_bar(0, "indexing", progress) as bar,
+            ThreadPoolExecutor(max_workers=workers) as executor,
+        ):
+            for listed in todo:
+                source = self._source(listed)
+                schema = self._read_schema(listed)
+                self._check_types(listed, schema, prepared)
+                try:
+                    entry = build_file(
+                        source, listed.key, prepared, granule, executor, 2 * workers, bar.update
+                    )
+                except BloomskipError:
+                    raise
+                except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
+                    raise BloomskipError(
+                        f"{self.store.uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
+                    ) from exc
+                batch[listed.key] = entry
+                identities[listed.key] = listed.identity
+                schemas.append(schema)
+                if sum(len(p) for item in batch.values() for p in item.payloads) >= (
+                    SEGMENT_TARGET_BYTES
+                ):
+                    flush()
+            flush()
+        return segments
+
+    def _check_types(self, listed: ListedFile, schema, prepared) -> None:
+        from bloomskip.dataset.dataset import _index_type_key
+
+        for item in prepared:
+            for name, arrow_type in zip(item.columns, item.arrow_types, strict=False):
+                if name in schema.names:
+                    found = schema.field(name).type
+                    if _index_type_key(found) != _index_type_key(arrow_type):
+                        raise BloomskipError(
+                            f"index {item.spec.definition}: column {name!r} is {arrow_type} in "
+                            f"the first file and {found} in {self.store.uri_of(listed.key)}; "
+                            "an index needs one type"
+                        )
+
+    # -- pruning and querying --------------------------------------------------------------
+
+    def explain(self, where: str) -> Explanation:
+        """Decide which row groups may hold rows matching ``where`` (no data is read).
+
+        Args:
+            where: A ClickHouse WHERE expression.
+
+        Returns:
+            An :class:`~bloomskip.dataset.prune.Explanation`; its ``warnings`` say why a file was
+            scanned when its index could not be used (a corrupt or missing segment, a changed
+            file), and its ``io`` the requests and bytes the index cost.
+
+        Raises:
+            UnsupportedPredicateError: The WHERE is not valid ClickHouse SQL.
+            StorageError: The dataset's prefix cannot be listed.
+        """
+        from bloomskip.dataset.prune import prune
+
+        before = _snapshot(self.store.stats, self.index_stats)
+        files, versions = self.list_files()
+        warnings: list[str] = []
+        try:
+            manifest = self.latest_manifest(versions)
+        except (FormatError, StorageError) as exc:
+            manifest = None
+            warnings.append(f"index {self.index_location} unreadable, scanning every file: {exc}")
+        states = self._states(files, manifest, where, warnings)
+        sidecar = (
+            Sidecar(manifest.granule, list(manifest.indexes), {}) if manifest is not None else None
+        )
+        explanation = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
+        explanation.warnings[:0] = warnings
+        explanation.schema_source = lambda: self._schema(files, manifest)
+        after = _snapshot(self.store.stats, self.index_stats)
+        explanation.io = {
+            "index_requests": after[0] - before[0],
+            "index_bytes": after[1] - before[1],
+        }
+        return explanation
+
+    def _useful_indexes(self, manifest: Manifest, where: str) -> list[int]:
+        from bloomskip.dataset.prune import _condition
+
+        useful = []
+        for number, spec in enumerate(manifest.indexes):
+            try:
+                if _condition(spec, where, self._condition_cache).useful:
+                    useful.append(number)
+            except ValueError:
+                continue  # prune() reports it; no section of this index is fetched
+        return useful
+
+    def _states(self, files, manifest, where, warnings):
+        import numpy as np
+
+        from bloomskip.dataset.prune import CHANGED, INDEXED, NOT_INDEXED, FileState
+        from bloomskip.dataset.sources import read_layout
+
+        covered = manifest.files() if manifest is not None else {}
+        useful = self._useful_indexes(manifest, where) if manifest is not None else []
+        opened: dict[str, Sidecar | None] = {}
+        states = []
+        for listed in files:
+            source = self._source(listed)
+            segment, recorded = covered.get(listed.key, (None, None))
+            entry, status = None, NOT_INDEXED
+            if segment is not None and not identity_matches(recorded, listed.identity):
+                status = CHANGED
+            elif segment is not None and useful:
+                if segment.key not in opened:
+                    opened[segment.key] = self._open_segment(segment, useful, warnings)
+                sidecar = opened[segment.key]
+                entry = sidecar.files.get(listed.key) if sidecar is not None else None
+                status = INDEXED if entry is not None else NOT_INDEXED
+            elif segment is not None:
+                status = INDEXED  # no index can help this WHERE: nothing of it is read
+            if entry is not None and manifest.granule == ROW_GROUP:
+                # The granules are the row groups the file had when indexed, and its identity
+                # is unchanged: its footer need not be read to know them.
+                layout = Layout(np.asarray(entry.granule_rows, np.int64), {})
+            else:
+                layout = read_layout(source)
+            states.append(FileState(source, listed.key, layout, entry, status))
+        return states
+
+    def _open_segment(self, segment: SegmentEntry, useful, warnings) -> Sidecar | None:
+        try:
+            return self.log.read_segment(segment, useful)
+        except (FormatError, StorageError) as exc:
+            warnings.append(
+                f"segment {self.log.store.uri_of(segment.key)} unreadable, scanning its "
+                f"{len(segment.files)} files: {exc}"
+            )
+            return None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The dataset's unified schema: the indexed files' (from the manifest) together with
+        every file no segment describes (their footers are read)."""
+        files, versions = self.list_files()
+        return self._schema(files, self.latest_manifest(versions))
+
+    def _schema(self, files, manifest) -> pa.Schema:
+        import pyarrow as pa
+
+        schemas = []
+        described: set[str] = set()
+        for segment in manifest.segments if manifest is not None else ():
+            if segment.schema:
+                try:
+                    data = base64.b64decode(segment.schema, validate=True)
+                    schemas.append(pa.ipc.read_schema(pa.py_buffer(data)))
+                    described.update(segment.files)
+                except (ValueError, pa.ArrowException):
+                    continue  # its files' footers are read instead
+        schemas += [self._read_schema(listed) for listed in files if listed.key not in described]
+        return pa.unify_schemas(schemas, promote_options="permissive")
+
+    def query(
+        self,
+        where: str,
+        columns: list[str] | str | None = None,
+        limit: int | None = None,
+    ) -> pa.Table:
+        """Return the rows matching ``where``, reading only the row groups the index keeps.
+
+        Args:
+            where: A ClickHouse WHERE expression.
+            columns: Columns (or a select list) to return; all when None.
+            limit: At most this many rows.
+
+        Returns:
+            A ``pyarrow.Table``: exactly the rows a scan of every file returns.
+
+        Raises:
+            UnsupportedPredicateError: The WHERE has no exact translation.
+            BloomskipError: DuckDB rejects the query (e.g. an unknown column).
+        """
+        return self.run(self.explain(where), where, columns, limit)
+
+    def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
+        """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB)."""
+        import duckdb
+
+        from bloomskip.dataset.prune import surviving_dataset
+        from bloomskip.dataset.query import select_list
+        from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds
+
+        schema = explanation.schema_source()
+        kinds = column_kinds(schema)
+        condition = clickhouse_to_duckdb(where, kinds)
+        projection = select_list(columns, kinds)
+        data = surviving_dataset(explanation, schema)
+        suffix = "" if limit is None else f" LIMIT {int(limit)}"
+        connection = duckdb.connect()
+        try:
+            connection.register("bloomskip_dataset", data)
+            return connection.sql(
+                f"SELECT {projection} FROM bloomskip_dataset WHERE {condition}{suffix}"
+            ).to_arrow_table()
+        except duckdb.Error as exc:
+            from bloomskip.dataset.query import _rejected
+
+            raise _rejected(where, exc) from exc
+        finally:
+            connection.close()
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def status(self) -> dict:
+        """The index's state: version, segments, files covered, stale and missing files, bytes.
+
+        Returns:
+            A JSON-ready dict (the fields ``bloomskip index status --json`` prints).
+        """
+        files, versions = self.list_files()
+        manifest = self.latest_manifest(versions)
+        listed = {item.key: item for item in files}
+        covered = manifest.files() if manifest is not None else {}
+        stale = sorted(
+            key
+            for key, (_, identity) in covered.items()
+            if key in listed and not identity_matches(identity, listed[key].identity)
+        )
+        missing = sorted(key for key in covered if key not in listed)
+        unindexed = sorted(key for key in listed if key not in covered)
+        segments = list(manifest.segments) if manifest is not None else []
+        per_index = [
+            {
+                "definition": spec.definition,
+                "bytes": sum(segment.index_spans[n][1] for segment in segments),
+            }
+            for n, spec in enumerate(manifest.indexes if manifest is not None else ())
+        ]
+        return {
+            "index": self.index_location,
+            "version": manifest.version if manifest is not None else None,
+            "granule": manifest.granule if manifest is not None else None,
+            "files": len(files),
+            "files_indexed": len(covered) - len(stale) - len(missing),
+            "stale": stale,
+            "missing": missing,
+            "not_indexed": unindexed,
+            "segments": [
+                {"key": segment.key, "bytes": segment.size, "files": len(segment.files)}
+                for segment in segments
+            ],
+            "segment_bytes": sum(segment.size for segment in segments),
+            "indexes": per_index,
+        }
+
+    def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> LakeBuildReport | None:
+        """Merge every segment smaller than ``small_bytes`` into new segments; commit.
+
+        Returns:
+            The report of the commit, or None when fewer than two segments are small.
+        """
+        manifest = self.latest_manifest()
+        if manifest is None:
+            return None
+        small = [segment for segment in manifest.segments if segment.size < small_bytes]
+        if len(small) < 2:
+            return None
+        written_before = self.log.store.stats.bytes_written
+        merged: dict[str, FileEntry] = {}
+        identities: dict[str, dict] = {}
+        numbers = list(range(len(manifest.indexes)))
+        import pyarrow as pa
+
+        schemas = []
+        for segment in small:
+            sidecar = self.log.read_segment(segment, numbers)
+            for path, identity in segment.files.items():
+                entry = sidecar.files[path]
+                payloads = list(entry.payloads)  # read and verified now
+                merged[path] = FileEntry(
+                    entry.path, entry.format, entry.identity, entry.granule_rows, payloads
+                )
+                identities[path] = dict(identity)
+            if segment.schema:
+                schemas.append(pa.ipc.read_schema(pa.py_buffer(base64.b64decode(segment.schema))))
+        schema = ""
+        if schemas:
+            unified = pa.unify_schemas(schemas, promote_options="permissive")
+            schema = base64.b64encode(unified.serialize().to_pybytes()).decode("ascii")
+        sidecar = Sidecar(manifest.granule, list(manifest.indexes), merged)
+        segment = self.log.write_segment(sidecar, identities, schema)
+        change = Change(
+            manifest.granule,
+            manifest.indexes,
+            [segment],
+            only_if_in=frozenset(item.key for item in small),
+        )
+        committed = self.log.commit(change)
+        return LakeBuildReport(
+            self.index_location,
+            len(merged),
+            [],
+            [],
+            committed.version,
+            1,
+            self.log.store.stats.bytes_written - written_before,
+        )
+
+    def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
+        """Delete old versions and unreferenced segments (see ``IndexLog.vacuum``)."""
+        return self.log.vacuum(keep_versions, min_age_seconds)
+
+    def drop(self) -> int:
+        """Delete the whole index; returns the number of objects deleted."""
+        return self.log.drop()
+
+
+def _snapshot(*stats: IOStats) -> tuple[int, int]:
+    seen = {id(item): item for item in stats}.values()
+    return sum(item.requests for item in seen), sum(item.bytes_read for item in seen)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+__all__ = ["LakeBuildReport", "LakeDataset", "ListedFile"]
