@@ -30,6 +30,8 @@ EXIT_OK = 0
 EXIT_NO = 1
 #: A user error: bad arguments (argparse's own status) or input bloomskip cannot use.
 EXIT_ERROR = 2
+#: Interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 
 def count(minimum: int) -> Callable[[str], int]:
@@ -133,7 +135,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     A :class:`~bloomskip.errors.BloomskipError` becomes one line ``bloomskip: error: ...`` on
     stderr and status :data:`EXIT_ERROR`; a closed pipe (``bloomskip ... | head``) ends the
-    command quietly with status 0.
+    command quietly with status 0; Ctrl-C prints ``bloomskip: interrupted`` and gives status
+    :data:`EXIT_INTERRUPTED` (130, as for a shell's SIGINT).
 
     Args:
         args: The parsed command line; ``args.func`` is the command.
@@ -154,6 +157,11 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        # Every write is atomic (a temporary file replaced, or a create-only commit), so an
+        # interrupted command has changed nothing: say so in one line, as a shell expects.
+        print("bloomskip: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def warn(message: str) -> None:

@@ -1,7 +1,7 @@
 """Where bytes live: a local folder or an object-store prefix, behind one small interface.
 
 A :class:`Store` is a root location (a directory, or ``s3://bucket/prefix``, ``gs://…``,
-``az://…``/``abfs://…``) holding objects named by ``/``-separated keys relative to it. It offers
+``abfs://…``) holding objects named by ``/``-separated keys relative to it. It offers
 exactly what a bloomskip index needs from storage, and counts every request and byte:
 
 * :meth:`Store.list`: every object under a prefix with its identity (size, ETag or version,
@@ -45,8 +45,10 @@ from bloomskip.errors import StorageError
 #: Byte ranges closer than this are read in one request (object_store's own default).
 COALESCE_GAP = 1 << 20
 
-#: URI schemes served by an object store; everything else is a local path.
-OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "adl")
+#: URI schemes served by an object store (whose data pyarrow's filesystems read too).
+OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss")
+#: Azure spellings obstore knows but pyarrow's filesystem does not: refused with a hint.
+_AZURE_ALIASES = ("az", "azure", "adl")
 
 # Generous enough for a slow store, bounded so that an unreachable endpoint is an error in
 # seconds rather than object_store's default of minutes of retries.
@@ -64,6 +66,8 @@ class ObjectInfo:
         mtime_ns: Its modification time, in nanoseconds since the epoch.
         etag: The object store's entity tag (``None`` locally).
         version: The object's version id, where the bucket keeps versions.
+        ctime_ns: A local file's status-change time: set by the kernel on every write, rename
+            or ``utime``, and never settable by a program (``None`` on an object store).
     """
 
     key: str
@@ -71,6 +75,29 @@ class ObjectInfo:
     mtime_ns: int
     etag: str | None = None
     version: str | None = None
+    ctime_ns: int | None = None
+
+    @property
+    def identity(self) -> dict[str, int | str] | None:
+        """What tells this object's bytes apart from any other bytes under its name.
+
+        An object store's ETag (and version) with the size; a local file's size, modification
+        time and status-change time (a file rewritten with its old size and ``mtime`` restored,
+        as ``cp -p`` or ``touch -r`` do, still gets a new ``ctime``). None when the listing
+        cannot tell (an object store that returned no ETag): such a file is never pruned.
+
+        Example:
+            >>> ObjectInfo("a", 3, 7, etag='"x"').identity
+            {'size': 3, 'etag': '"x"'}
+        """
+        if self.etag is not None:
+            identity: dict[str, int | str] = {"size": self.size, "etag": self.etag}
+            if self.version is not None:
+                identity["version"] = self.version
+            return identity
+        if self.ctime_ns is not None:
+            return {"size": self.size, "mtime_ns": self.mtime_ns, "ctime_ns": self.ctime_ns}
+        return None
 
 
 @dataclass
@@ -107,8 +134,11 @@ def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tup
 
 
 def is_object_uri(location: str | os.PathLike) -> bool:
-    """Whether ``location`` names an object store (``s3://``, ``gs://``, ``az://``, …)."""
-    return isinstance(location, str) and urlsplit(location).scheme.lower() in OBJECT_SCHEMES
+    """Whether ``location`` names an object store (``s3://``, ``gs://``, ``abfs://``, …)."""
+    return isinstance(location, str) and urlsplit(location).scheme.lower() in (
+        *OBJECT_SCHEMES,
+        *_AZURE_ALIASES,
+    )
 
 
 def join_key(*parts: str) -> str:
@@ -192,8 +222,23 @@ class LocalStore(Store):
         base, _, _ = prefix.rpartition("/")
         top = self._path(base)
         found = []
+        seen_directories: set[tuple[int, int]] = set()
+
+        def refuse(exc: OSError) -> None:
+            if isinstance(exc, FileNotFoundError):
+                return  # nothing there (yet), as an empty prefix on an object store
+            # A directory that cannot be read would silently drop its files from a dataset.
+            raise StorageError(f"cannot list {exc.filename or top}: {exc.strerror or exc}")
+
         try:
-            for directory, dirnames, filenames in os.walk(top):
+            # Links are followed, as pyarrow.dataset's discovery does; a directory reached
+            # twice (a link cycle) is walked once.
+            for directory, dirnames, filenames in os.walk(top, onerror=refuse, followlinks=True):
+                info = os.stat(directory)
+                if (info.st_dev, info.st_ino) in seen_directories:
+                    dirnames.clear()
+                    continue
+                seen_directories.add((info.st_dev, info.st_ino))
                 dirnames.sort()
                 for name in filenames:
                     path = Path(directory, name)
@@ -201,10 +246,14 @@ class LocalStore(Store):
                     if not key.startswith(prefix):
                         continue
                     try:
-                        info = path.stat()
+                        stat = path.stat()
                     except FileNotFoundError:
                         continue  # removed while listing
-                    found.append(ObjectInfo(key, info.st_size, info.st_mtime_ns))
+                    found.append(
+                        ObjectInfo(key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns)
+                    )
+        except StorageError:
+            raise
         except OSError as exc:
             raise StorageError(f"cannot list {top}: {exc.strerror or exc}") from exc
         self.stats.count("list")
@@ -225,7 +274,12 @@ class LocalStore(Store):
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
-                chunks = [os.pread(handle.fileno(), length, start) for start, length in ranges]
+                # Never allocate past the file's end, whatever length a (hostile) index asks.
+                size = os.fstat(handle.fileno()).st_size
+                chunks = [
+                    os.pread(handle.fileno(), max(0, min(length, size - start)), start)
+                    for start, length in ranges
+                ]
         except FileNotFoundError as exc:
             raise StorageError(f"{path}: no such file") from exc
         except OSError as exc:
@@ -379,6 +433,8 @@ class ObjectStore(Store):
         scheme, _, rest = uri.partition("://")
         if scheme.lower() in ("gs", "gcs"):
             uri = f"gs://{rest}"
+        elif scheme.lower() == "s3a":
+            uri = f"s3://{rest}"
         try:
             filesystem, path = pafs.FileSystem.from_uri(uri)
         except Exception as exc:
@@ -390,7 +446,7 @@ def open_store(location: str | os.PathLike) -> Store:
     """Open the store rooted at ``location``: a local path, ``file://…``, or an object-store URI.
 
     Args:
-        location: ``s3://bucket/prefix`` (also ``s3a``), ``gs://…``, ``az://…``, ``abfs[s]://…``,
+        location: ``s3://bucket/prefix`` (also ``s3a``), ``gs://…``, ``abfs[s]://…``,
             ``file:///abs/path`` or a plain path.
 
     Returns:
@@ -409,9 +465,14 @@ def open_store(location: str | os.PathLike) -> Store:
             return LocalStore(urlsplit(location).path)
         if scheme in OBJECT_SCHEMES:
             return ObjectStore(location)
+        if scheme in _AZURE_ALIASES:
+            raise StorageError(
+                f"{location}: write Azure locations as abfs://CONTAINER@ACCOUNT.dfs.core.windows.net"
+                "/PATH (the form both the index and pyarrow's data reader understand)"
+            )
         raise StorageError(
             f"{location}: unknown scheme {scheme!r} (expected a path, file://, s3://, gs://, "
-            "az:// or abfs://)"
+            "s3a://, abfs:// or abfss://)"
         )
     return LocalStore(location)
 

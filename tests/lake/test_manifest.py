@@ -99,7 +99,7 @@ def test_concurrent_builders_on_disjoint_files_all_commit(store):
     def builder(number: int) -> None:
         log = IndexLog(open_store(store.uri))
         sidecar = _sidecar([f"w{number}/{n}.parquet" for n in range(3)], number)
-        identities = {path: {"size": 1} for path in sidecar.files}
+        identities = {path: {"size": 1, "etag": '"e"'} for path in sidecar.files}
         segment = log.write_segment(sidecar, identities)
         barrier.wait()
         try:
@@ -122,7 +122,7 @@ def test_concurrent_builders_on_disjoint_files_all_commit(store):
 
 def test_a_change_of_definitions_meanwhile_is_a_conflict(store):
     log = IndexLog(store)
-    segment = log.write_segment(_sidecar(["a.parquet"]), {"a.parquet": {"size": 1}})
+    segment = log.write_segment(_sidecar(["a.parquet"]), {"a.parquet": {"size": 1, "etag": '"e"'}})
     _add(log, ["b.parquet"])
     other = Change("row-group", SPECS[:1], [segment])
     with pytest.raises(CommitConflictError, match="definitions"):
@@ -133,7 +133,8 @@ def test_compaction_keeps_files_rebuilt_meanwhile(store):
     log = IndexLog(store)
     first = _add(log, ["a.parquet", "b.parquet"]).segments[0]
     merged = log.write_segment(
-        _sidecar(["a.parquet", "b.parquet"]), {"a.parquet": {"size": 1}, "b.parquet": {"size": 1}}
+        _sidecar(["a.parquet", "b.parquet"]),
+        {"a.parquet": {"size": 1, "etag": '"e"'}, "b.parquet": {"size": 1, "etag": '"e"'}},
     )
     _add(log, ["b.parquet"], fill=7)  # b is re-indexed before the compaction commits
     manifest = log.commit(Change("row-group", SPECS, [merged], only_if_in=frozenset({first.key})))
@@ -146,7 +147,7 @@ def test_compaction_keeps_files_rebuilt_meanwhile(store):
 def _build_and_die(location: str, stage: str) -> None:
     log = IndexLog(open_store(location))
     sidecar = _sidecar(["late.parquet"])
-    segment = log.write_segment(sidecar, {"late.parquet": {"size": 1}})
+    segment = log.write_segment(sidecar, {"late.parquet": {"size": 1, "etag": '"e"'}})
     if stage == "after-segment":
         os.kill(os.getpid(), signal.SIGKILL)
     log.commit(Change("row-group", SPECS, [segment]))
@@ -206,7 +207,11 @@ def test_hostile_manifests_are_refused_naming_the_field(edit, field):
     import json
 
     segment = SegmentEntry(
-        "segments/1.bsk", 100, 50, ((50, 20), (70, 30)), {"a.parquet": {"size": 1}}
+        "segments/18d3c0a5-9f1e2d3c4b5a6978.bsk",
+        100,
+        50,
+        ((50, 20), (70, 30)),
+        {"a.parquet": {"size": 1, "etag": '"e"'}},
     )
     document = json.loads(encode_manifest(Manifest(1, "row-group", SPECS, (segment,))))
     decode_manifest(json.dumps(document).encode(), "s3://b/versions/1.json")  # valid as written
@@ -219,14 +224,14 @@ def test_vacuum_keeps_what_recent_versions_use_and_drop_removes_all(store):
     log = IndexLog(store)
     for number in range(4):
         _add(log, ["a.parquet"], fill=number + 1)  # each version replaces a's segment
-    orphan = log.write_segment(_sidecar(["b.parquet"]), {"b.parquet": {"size": 1}})
+    orphan = log.write_segment(_sidecar(["b.parquet"]), {"b.parquet": {"size": 1, "etag": '"e"'}})
     deleted = log.vacuum(keep_versions=1, min_age_seconds=0)
     assert version_key(4) not in deleted and orphan.key in deleted
     assert log.version_numbers() == [4]
     assert {info.key for info in store.list("segments/")} == {
         segment.key for segment in log.latest().segments
     }
-    young = log.write_segment(_sidecar(["c.parquet"]), {"c.parquet": {"size": 1}})
+    young = log.write_segment(_sidecar(["c.parquet"]), {"c.parquet": {"size": 1, "etag": '"e"'}})
     assert young.key not in log.vacuum(keep_versions=1, min_age_seconds=3600)
     assert log.drop() == 3
     assert store.list("") == [] and log.latest() is None

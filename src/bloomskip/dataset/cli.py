@@ -89,7 +89,7 @@ def _index_location_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index-location",
         metavar="URI",
-        help="keep a segmented index there (a folder, s3://, gs://, az://, abfs://); the "
+        help="keep a segmented index there (a folder, s3://, gs://, abfs://); the "
         "default for an object-store DATASET is DATASET/_bloomskip (docs/segments.md)",
     )
 
@@ -127,6 +127,13 @@ def _register_maintenance(index_commands) -> None:
 def _lake(args: argparse.Namespace):
     from bloomskip.dataset.lake import LakeDataset
 
+    # A URI (an object store, or an unknown scheme that open_store names) has its index beside.
+    if args.index_location is None and "://" not in args.dataset:
+        raise BloomskipError(
+            f"{args.dataset}: index {args.index_command} works on a segmented index: give "
+            "--index-location for a local dataset (its sidecar file is rebuilt by index build "
+            "and described by query --explain)"
+        )
     return LakeDataset(args.dataset, index_location=args.index_location)
 
 

@@ -106,9 +106,10 @@ class Dataset:
 
     Args:
         path: A Parquet file, an Arrow IPC file, a directory of Parquet files or a glob (also as
-            a ``file://`` URI). An object-store prefix (``s3://``, ``gs://``, ``az://``,
-            ``abfs://``) gives a :class:`~bloomskip.dataset.lake.LakeDataset` instead, with
-            the same ``build_index`` / ``explain`` / ``query`` calls and a segmented index.
+            a ``file://`` URI). An object-store prefix (``s3://``, ``gs://``,
+            ``abfs://``) gives a :class:`~bloomskip.dataset.lake.LakeDataset` instead (not a
+            ``Dataset`` subclass), with the same ``build_index`` / ``explain`` / ``query`` calls
+            and a segmented index.
         sidecar: Where the index lives (default: :func:`default_sidecar_path`).
         index_location: Keep a segmented index there (docs/segments.md); gives a
             ``LakeDataset``.

@@ -1,7 +1,7 @@
 """Datasets on object storage (or any location) with a segmented index (docs/segments.md).
 
 A :class:`LakeDataset` is a prefix of Parquet objects, ``s3://bucket/table/`` (also ``gs://``,
-``az://``/``abfs://``, ``file://`` or a local folder), with its index at ``<prefix>/_bloomskip/``
+``abfs://``, ``file://`` or a local folder), with its index at ``<prefix>/_bloomskip/``
 or at ``index_location``. ``bloomskip.Dataset`` opens one for any object-store URI, or when an
 index location is given.
 
@@ -40,6 +40,7 @@ from bloomskip.dataset.manifest import (
     Manifest,
     SegmentEntry,
     identity_matches,
+    is_segment_key,
     version_number,
 )
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
@@ -71,17 +72,10 @@ class ListedFile:
     info: ObjectInfo
 
     @property
-    def identity(self) -> dict[str, int | str]:
-        """What the manifest records: ETag (and version) and size on an object store, size and
-        modification time on a local disk."""
-        identity: dict[str, int | str] = {"size": self.info.size}
-        if self.info.etag is not None:
-            identity["etag"] = self.info.etag
-            if self.info.version is not None:
-                identity["version"] = self.info.version
-        else:
-            identity["mtime_ns"] = self.info.mtime_ns
-        return identity
+    def identity(self) -> dict[str, int | str] | None:
+        """What the manifest records (see ``ObjectInfo.identity``); None: it cannot be told
+        apart from a rewrite, so the file is never pruned."""
+        return self.info.identity
 
 
 @dataclass
@@ -113,7 +107,7 @@ class LakeDataset:
     """Parquet objects under a prefix, with a segmented skip index.
 
     Args:
-        location: ``s3://bucket/prefix``, ``gs://…``, ``az://…``, ``abfs://…``, ``file://…`` or a
+        location: ``s3://bucket/prefix``, ``gs://…``, ``abfs://…``, ``file://…`` or a
             local folder.
         index_location: Where the index lives (default: ``<location>/_bloomskip``), e.g. a
             writable bucket beside a read-only data bucket.
@@ -132,24 +126,56 @@ class LakeDataset:
         filesystem=None,
     ) -> None:
         self.location = os.fspath(location).rstrip("/")
-        self.store: Store = open_store(self.location)
-        if index_location is None:
-            self.index_location = f"{self.store.uri}/{INDEX_DIRECTORY}"
-            self._index_prefix = f"{INDEX_DIRECTORY}/"
-        else:
-            self.index_location = os.fspath(index_location).rstrip("/")
-            self._index_prefix = None
-        self.log = IndexLog(open_store(self.index_location))
+        if any(character in self.location for character in "*?[") or self.location.lower().endswith(
+            PARQUET_SUFFIXES
+        ):
+            raise BloomskipError(
+                f"{self.location}: a dataset with a segmented index is a prefix (folder) of "
+                "Parquet objects, not one object or a glob; give the folder that holds them"
+            )
+        self._given_filesystem = None
         if filesystem is not None:
             import pyarrow.fs as pafs
 
             if not isinstance(filesystem, pafs.FileSystem):
                 filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
-            self._filesystem, self._base = filesystem, self.store.uri.split("://")[-1]
+            self._given_filesystem = filesystem
+            if index_location is None:
+                raise BloomskipError(
+                    "with a filesystem, give index_location (a folder or an object-store URI): "
+                    "committing an index needs a create-only write that pyarrow and fsspec "
+                    "filesystems do not offer"
+                )
+        self.store: Store = open_store(self.location) if filesystem is None else None
+        root = self.store.uri if self.store is not None else self.location
+        if index_location is None:
+            self.index_location = f"{root}/{INDEX_DIRECTORY}"
+        else:
+            self.index_location = os.fspath(index_location).rstrip("/")
+        self.log = IndexLog(open_store(self.index_location))
+        self._index_prefix = self._nested_index_prefix(root, self.log.store.uri)
+        if filesystem is not None:
+            self._filesystem, self._base = filesystem, self.location
         else:
             self._filesystem, self._base = None, None
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
+
+    @staticmethod
+    def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
+        """The index's key prefix inside the data's listing, or None when it lies elsewhere.
+
+        Raises:
+            BloomskipError: The index location is the dataset's location or above it: its
+                objects would be read as data, and a drop could reach the data.
+        """
+        data, index = data_root.rstrip("/") + "/", index_root.rstrip("/") + "/"
+        if data.startswith(index):
+            raise BloomskipError(
+                f"index location {index_root} holds the dataset {data_root}; put the index in a "
+                "folder of its own (the default is the dataset's _bloomskip folder)"
+            )
+        return index[len(data) :] if index.startswith(data) else None
 
     # -- what is there ---------------------------------------------------------------------
 
@@ -176,25 +202,66 @@ class LakeDataset:
             StorageError: The prefix cannot be listed.
         """
         files = []
-        versions: list[int] | None = [] if self._index_prefix is not None else None
-        for info in self.store.list(""):
+        nested = self._index_prefix
+        versions: list[int] | None = [] if nested is not None else None
+        self._listed_segments = set() if nested is not None else None
+        for info in self._list_data():
             key = info.key
-            if self._index_prefix is not None and key.startswith(self._index_prefix):
-                number = version_number(key[len(self._index_prefix) :])
+            if nested is not None and key.startswith(nested):
+                inner = key[len(nested) :]
+                number = version_number(inner)
                 if number is not None:
                     versions.append(number)
+                elif is_segment_key(inner):
+                    self._listed_segments.add(inner)
                 continue
             if any(part.startswith(("_", ".")) for part in key.split("/")):
                 continue  # ignored as pyarrow.dataset ignores them (_SUCCESS, .crc, _delta_log)
             if not key.lower().endswith(PARQUET_SUFFIXES):
                 raise BloomskipError(
-                    f"{self.store.uri_of(key)}: not a Parquet file by its name; a dataset "
+                    f"{self._uri_of(key)}: not a Parquet file by its name; a dataset "
                     "prefix must hold only Parquet files (names ending in .parquet)"
                 )
             files.append(ListedFile(key, info))
         if not files:
             raise BloomskipError(f"{self.location}: the dataset holds no Parquet file")
         return files, sorted(versions) if versions is not None else None
+
+    def _list_data(self) -> list[ObjectInfo]:
+        if self._given_filesystem is None:
+            return self.store.list("")
+        # Through the caller's filesystem: no ETag, so the footer's hash names the bytes.
+        import pyarrow.fs as pafs
+
+        base = self.location.rstrip("/")
+        try:
+            found = self._given_filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot list {base}: {_one_line(exc)}") from exc
+        infos = []
+        for item in found:
+            if item.type != pafs.FileType.File:
+                continue
+            key = item.path[len(base) :].lstrip("/")
+            listed = ObjectInfo(key, item.size, item.mtime_ns or 0)
+            if key.lower().endswith(PARQUET_SUFFIXES) and not any(
+                part.startswith(("_", ".")) for part in key.split("/")
+            ):
+                identity = SourceFile(item.path, "parquet", self._given_filesystem).identity()
+                listed = ObjectInfo(
+                    key, item.size, item.mtime_ns or 0, etag=f"footer-{identity.footer_sha256}"
+                )
+            infos.append(listed)
+        return sorted(infos, key=lambda info: info.key)
+
+    def _uri_of(self, key: str) -> str:
+        return self._uri_of(key) if self.store is not None else f"{self.location}/{key}"
+
+    def _present_segments(self) -> set[str]:
+        """The segment objects that exist (from the shared listing when the index is beside)."""
+        if getattr(self, "_listed_segments", None) is not None:
+            return self._listed_segments
+        return {info.key for info in self.log.store.list("segments/")}
 
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
         """The newest manifest version (``versions`` from :meth:`list_files` saves a listing)."""
@@ -243,18 +310,31 @@ class LakeDataset:
         specs = tuple(item.spec for item in prepared)
         same = manifest is not None and (manifest.indexes, manifest.granule) == (specs, granule)
         covered = manifest.files() if same else {}
+        if covered:
+            # A segment a vacuum deleted (or that went missing) no longer describes its files.
+            existing = self._present_segments()
+            covered = {key: item for key, item in covered.items() if item[0].key in existing}
+        warnings = [warning for item in prepared for warning in never_used_warnings(item)]
+        unverifiable = [listed for listed in files if listed.identity is None]
+        warnings += [
+            f"{self._uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
+            "rewrite could not be detected (it is always scanned)"
+            for listed in unverifiable
+        ]
         todo = [
             listed
             for listed in files
-            if listed.key not in covered
-            or not identity_matches(covered[listed.key][1], listed.identity)
+            if listed.identity is not None
+            and (
+                listed.key not in covered
+                or not identity_matches(covered[listed.key][1], listed.identity)
+            )
         ]
         present = {listed.key for listed in files}
         removed = sorted(key for key in covered if key not in present)
         written_before = self.log.store.stats.bytes_written
         segments = self._build_segments(todo, prepared, granule, progress)
-        warnings = [warning for item in prepared for warning in never_used_warnings(item)]
-        if not segments and not removed and same:
+        if not segments and not removed and same and len(covered) == len(manifest.files()):
             version = manifest.version
         else:
             change = Change(
@@ -298,7 +378,7 @@ class LakeDataset:
             raise FormatError(
                 f"cannot read the schema: {_one_line(exc)}",
                 field="footer",
-                source=self.store.uri_of(listed.key),
+                source=self._uri_of(listed.key),
             ) from exc
 
     def _build_segments(self, todo, prepared, granule, progress) -> list[SegmentEntry]:
@@ -315,8 +395,7 @@ class LakeDataset:
         def flush() -> None:
             if batch:
                 sidecar = Sidecar(granule, [item.spec for item in prepared], dict(batch))
-                schema = pa.unify_schemas(schemas, promote_options="permissive")
-                encoded = base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+                encoded = _encode_schema(self._unify(schemas, list(batch)))
                 segments.append(self.log.write_segment(sidecar, identities, encoded))
                 batch.clear()
                 identities.clear()
@@ -338,7 +417,7 @@ class LakeDataset:
                     raise
                 except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
                     raise BloomskipError(
-                        f"{self.store.uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
+                        f"{self._uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
                     ) from exc
                 batch[listed.key] = entry
                 identities[listed.key] = listed.identity
@@ -360,7 +439,7 @@ class LakeDataset:
                     if _index_type_key(found) != _index_type_key(arrow_type):
                         raise BloomskipError(
                             f"index {item.spec.definition}: column {name!r} is {arrow_type} in "
-                            f"the first file and {found} in {self.store.uri_of(listed.key)}; "
+                            f"the first file and {found} in {self._uri_of(listed.key)}; "
                             "an index needs one type"
                         )
 
@@ -383,7 +462,7 @@ class LakeDataset:
         """
         from bloomskip.dataset.prune import prune
 
-        before = _snapshot(self.store.stats, self.index_stats)
+        before = self._io_snapshot()
         files, versions = self.list_files()
         warnings: list[str] = []
         try:
@@ -398,12 +477,16 @@ class LakeDataset:
         explanation = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
         explanation.warnings[:0] = warnings
         explanation.schema_source = lambda: self._schema(files, manifest)
-        after = _snapshot(self.store.stats, self.index_stats)
+        after = self._io_snapshot()
         explanation.io = {
             "index_requests": after[0] - before[0],
             "index_bytes": after[1] - before[1],
         }
         return explanation
+
+    def _io_snapshot(self) -> tuple[int, int]:
+        stores = [self.log.store] + ([self.store] if self.store is not None else [])
+        return _snapshot(*(store.stats for store in stores))
 
     def _useful_indexes(self, manifest: Manifest, where: str) -> list[int]:
         from bloomskip.dataset.prune import _condition
@@ -468,20 +551,33 @@ class LakeDataset:
         return self._schema(files, self.latest_manifest(versions))
 
     def _schema(self, files, manifest) -> pa.Schema:
-        import pyarrow as pa
-
         schemas = []
         described: set[str] = set()
+        listed = {item.key: item for item in files}
         for segment in manifest.segments if manifest is not None else ():
-            if segment.schema:
-                try:
-                    data = base64.b64decode(segment.schema, validate=True)
-                    schemas.append(pa.ipc.read_schema(pa.py_buffer(data)))
-                    described.update(segment.files)
-                except (ValueError, pa.ArrowException):
-                    continue  # its files' footers are read instead
-        schemas += [self._read_schema(listed) for listed in files if listed.key not in described]
-        return pa.unify_schemas(schemas, promote_options="permissive")
+            current = [
+                key
+                for key, identity in segment.files.items()
+                if key in listed and identity_matches(identity, listed[key].identity)
+            ]
+            schema = _decode_schema(segment.schema) if current else None
+            if schema is not None:
+                schemas.append(schema)
+                described.update(current)
+        # Files no segment describes as they are now (new, rewritten): their footers are read.
+        schemas += [self._read_schema(item) for item in files if item.key not in described]
+        return self._unify(schemas, [item.key for item in files])
+
+    def _unify(self, schemas: list, keys: list[str]) -> pa.Schema:
+        import pyarrow as pa
+
+        try:
+            return pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            raise BloomskipError(
+                f"{self.location}: the schemas of its files cannot be read as one "
+                f"({_one_line(exc)}; files such as {', '.join(keys[:3])})"
+            ) from exc
 
     def query(
         self,
@@ -552,6 +648,8 @@ class LakeDataset:
         missing = sorted(key for key in covered if key not in listed)
         unindexed = sorted(key for key in listed if key not in covered)
         segments = list(manifest.segments) if manifest is not None else []
+        existing = self._present_segments() if segments else set()
+        lost = sorted(segment.key for segment in segments if segment.key not in existing)
         per_index = [
             {
                 "definition": spec.definition,
@@ -573,14 +671,23 @@ class LakeDataset:
                 for segment in segments
             ],
             "segment_bytes": sum(segment.size for segment in segments),
+            "segments_missing": lost,
             "indexes": per_index,
         }
 
     def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> LakeBuildReport | None:
-        """Merge every segment smaller than ``small_bytes`` into new segments; commit.
+        """Merge the segments smaller than ``small_bytes`` into fewer segments; commit.
+
+        The merged segments are bounded as a build's are (:data:`SEGMENT_TARGET_BYTES`), so
+        compaction holds at most about one target's worth of sections in memory at a time. A
+        segment that cannot be read is left as it is (its files stay scanned until rebuilt).
+        Files re-indexed by a build that commits meanwhile keep their newer entries.
 
         Returns:
             The report of the commit, or None when fewer than two segments are small.
+
+        Raises:
+            StorageError: The index cannot be read or written.
         """
         manifest = self.latest_manifest()
         if manifest is None:
@@ -589,43 +696,58 @@ class LakeDataset:
         if len(small) < 2:
             return None
         written_before = self.log.store.stats.bytes_written
-        merged: dict[str, FileEntry] = {}
-        identities: dict[str, dict] = {}
         numbers = list(range(len(manifest.indexes)))
-        import pyarrow as pa
+        merged_from: set[str] = set()
+        written: list[SegmentEntry] = []
+        batch: dict[str, FileEntry] = {}
+        identities: dict[str, dict] = {}
+        schemas: list = []
 
-        schemas = []
+        def flush() -> None:
+            if batch:
+                sidecar = Sidecar(manifest.granule, list(manifest.indexes), dict(batch))
+                schema = _encode_schema(self._unify(schemas, list(batch))) if schemas else ""
+                written.append(self.log.write_segment(sidecar, identities, schema))
+                batch.clear()
+                identities.clear()
+                schemas.clear()
+
         for segment in small:
-            sidecar = self.log.read_segment(segment, numbers)
-            for path, identity in segment.files.items():
-                entry = sidecar.files[path]
-                payloads = list(entry.payloads)  # read and verified now
-                merged[path] = FileEntry(
-                    entry.path, entry.format, entry.identity, entry.granule_rows, payloads
+            try:
+                sidecar = self.log.read_segment(segment, numbers)
+                entries = {
+                    path: sidecar.files[path] for path in segment.files if path in sidecar.files
+                }
+                payloads = {path: list(entry.payloads) for path, entry in entries.items()}
+            except (FormatError, StorageError):
+                continue
+            merged_from.add(segment.key)
+            for path, entry in entries.items():
+                batch[path] = FileEntry(
+                    entry.path, entry.format, entry.identity, entry.granule_rows, payloads[path]
                 )
-                identities[path] = dict(identity)
-            if segment.schema:
-                schemas.append(pa.ipc.read_schema(pa.py_buffer(base64.b64decode(segment.schema))))
-        schema = ""
-        if schemas:
-            unified = pa.unify_schemas(schemas, promote_options="permissive")
-            schema = base64.b64encode(unified.serialize().to_pybytes()).decode("ascii")
-        sidecar = Sidecar(manifest.granule, list(manifest.indexes), merged)
-        segment = self.log.write_segment(sidecar, identities, schema)
+                identities[path] = dict(segment.files[path])
+            schema = _decode_schema(segment.schema)
+            if schema is not None:
+                schemas.append(schema)
+            if sum(len(p) for item in batch.values() for p in item.payloads) >= (
+                SEGMENT_TARGET_BYTES
+            ):
+                flush()
+        flush()
+        if not written:
+            return None
         change = Change(
-            manifest.granule,
-            manifest.indexes,
-            [segment],
-            only_if_in=frozenset(item.key for item in small),
+            manifest.granule, manifest.indexes, written, only_if_in=frozenset(merged_from)
         )
         committed = self.log.commit(change)
         return LakeBuildReport(
             self.index_location,
-            len(merged),
+            sum(len(segment.files) for segment in written),
             [],
             [],
             committed.version,
-            1,
+            len(written),
             self.log.store.stats.bytes_written - written_before,
         )
 
@@ -636,6 +758,22 @@ class LakeDataset:
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
         return self.log.drop()
+
+
+def _encode_schema(schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def _decode_schema(text: str):
+    """A segment's schema, or None when it is absent or unreadable (footers are read instead)."""
+    import pyarrow as pa
+
+    if not text:
+        return None
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    except (ValueError, pa.ArrowException):
+        return None
 
 
 def _snapshot(*stats: IOStats) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import secrets
 import time
 from collections.abc import Iterable, Mapping
@@ -39,7 +40,7 @@ from bloomskip.dataset.sidecar import (
     decode_sidecar_from,
     encode_sidecar,
 )
-from bloomskip.errors import CommitConflictError, FormatError
+from bloomskip.errors import CommitConflictError, FormatError, StorageError
 
 MANIFEST_FORMAT = "bloomskip-manifest"
 MANIFEST_VERSION = 1
@@ -179,8 +180,16 @@ class IndexLog:
 
     def version_numbers(self) -> list[int]:
         """Every manifest version present, oldest first (one listing)."""
-        numbers = [version_number(info.key) for info in self.store.list(VERSIONS)]
-        return sorted(number for number in numbers if number is not None)
+        return sorted(self.version_sizes())
+
+    def version_sizes(self) -> dict[int, int]:
+        """Every manifest version present with its size in bytes (one listing)."""
+        sizes = {}
+        for info in self.store.list(VERSIONS):
+            number = version_number(info.key)
+            if number is not None:
+                sizes[number] = info.size
+        return sizes
 
     def latest(self) -> Manifest | None:
         """The newest manifest version, or ``None`` when there is none.
@@ -189,12 +198,19 @@ class IndexLog:
             FormatError: The newest version is corrupt (the message names its URI and field).
             StorageError: The location cannot be listed or read.
         """
-        numbers = self.version_numbers()
-        return self.read_version(numbers[-1]) if numbers else None
+        sizes = self.version_sizes()
+        if not sizes:
+            return None
+        newest = max(sizes)
+        return self.read_version(newest, sizes[newest])
 
-    def read_version(self, number: int) -> Manifest:
-        """Read and validate manifest version ``number``."""
+    def read_version(self, number: int, size: int | None = None) -> Manifest:
+        """Read and validate manifest version ``number`` (of ``size`` bytes, if listed)."""
         key = version_key(number)
+        if size is not None and size > MAX_MANIFEST_BYTES:
+            raise FormatError(
+                f"{size} bytes is too large for a manifest", source=self.store.uri_of(key)
+            )
         data = self.store.get(key)
         return decode_manifest(data, self.store.uri_of(key), number)
 
@@ -229,10 +245,15 @@ class IndexLog:
             Its manifest entry, to be committed with :meth:`commit`.
         """
         encoded = encode_sidecar(sidecar)
-        while True:
+        for _ in range(8):  # 64 random bits: a second attempt is already one in 2**64
             key = f"{SEGMENTS}{time.time_ns():x}-{secrets.token_hex(8)}{SEGMENT_SUFFIX}"
             if self.store.put_if_absent(key, encoded.data):
                 break
+        else:
+            raise StorageError(
+                f"{self.store.uri}: every new segment name was taken; the store does not honour "
+                "create-only writes"
+            )
         files = {path: dict(identities[path]) for path in sidecar.files}
         return SegmentEntry(
             key, len(encoded.data), encoded.header_end, encoded.index_spans, files, schema
@@ -252,11 +273,30 @@ class IndexLog:
         for attempt in range(COMMIT_ATTEMPTS):
             manifest = change.apply(self.latest())
             if self.store.put_if_absent(version_key(manifest.version), encode_manifest(manifest)):
+                self._check_committed(change)
                 return manifest
             time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
         raise CommitConflictError(
             f"{self.store.uri}: gave up committing after {COMMIT_ATTEMPTS} concurrent commits"
         )
+
+    def _check_committed(self, change: Change) -> None:
+        """Fail loudly if a vacuum deleted a segment of ``change`` before it was committed.
+
+        Such a version is still safe to read (the files of a missing segment are scanned, and
+        the next build indexes them again), but the build's work is lost, so it must not report
+        success.
+        """
+        if not change.added:
+            return
+        present = {info.key for info in self.store.list(SEGMENTS)}
+        lost = [segment.key for segment in change.added if segment.key not in present]
+        if lost:
+            raise StorageError(
+                f"{self.store.uri}: segment {lost[0]} was deleted (by a vacuum with a minimum age "
+                "shorter than this build) before the build committed; its files are scanned "
+                "until the next build indexes them again"
+            )
 
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and the segments no kept version references.
@@ -284,7 +324,7 @@ class IndexLog:
         doomed += [
             info.key
             for info in listed
-            if info.key.startswith(SEGMENTS) and info.key not in referenced and info.key in age_ok
+            if is_segment_key(info.key) and info.key not in referenced and info.key in age_ok
         ]
         for key in doomed:
             self.store.delete(key)
@@ -292,8 +332,11 @@ class IndexLog:
 
     def drop(self) -> int:
         """Delete every version and segment of the index; returns how many objects went."""
+        # Only what bloomskip writes: other objects under the location are not ours to delete.
         keys = [
-            info.key for info in self.store.list("") if info.key.startswith((VERSIONS, SEGMENTS))
+            info.key
+            for info in self.store.list("")
+            if version_number(info.key) is not None or is_segment_key(info.key)
         ]
         # Versions first: once none is left, no reader can see a half-deleted index.
         for key in sorted(keys, key=lambda key: not key.startswith(VERSIONS)):
@@ -309,6 +352,19 @@ def version_key(number: int) -> str:
         'versions/00000000000000000012.json'
     """
     return f"{VERSIONS}{number:0{_VERSION_DIGITS}d}.json"
+
+
+_SEGMENT_KEY = re.compile(r"segments/[0-9a-f]+-[0-9a-f]{16}\.bsk")
+
+
+def is_segment_key(key: str) -> bool:
+    """Whether ``key`` is a segment bloomskip wrote (``segments/<hex>-<16 hex>.bsk``).
+
+    Example:
+        >>> is_segment_key("segments/18d3c0a5-9f1e2d3c4b5a6978.bsk"), is_segment_key("segments/x")
+        (True, False)
+    """
+    return _SEGMENT_KEY.fullmatch(key) is not None
 
 
 def version_number(key: str) -> int | None:
@@ -399,7 +455,7 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         raise FormatError(f"{len(data)} bytes is too large for a manifest", source=source)
     try:
         document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int of 4,300+ digits
         raise FormatError(f"not JSON: {exc}", field="manifest", offset=0, source=source) from exc
     check = _Checker(source)
     check.that(isinstance(document, dict), "manifest", "is not a JSON object")
@@ -446,7 +502,7 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
     check.that(isinstance(item, dict), where, "is not an object")
     key = item.get("key")
     check.that(
-        isinstance(key, str) and key.startswith(SEGMENTS) and ".." not in key.split("/"),
+        isinstance(key, str) and is_segment_key(key),
         f"{where}.key",
         "is not a segment key",
     )
@@ -467,9 +523,11 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
     for path, identity in files.items():
         check.that(
             isinstance(identity, dict)
+            and "size" in identity
+            and ("etag" in identity or "ctime_ns" in identity)
             and all(isinstance(v, str) or _is_count(v) for v in identity.values()),
             f"{where}.files[{path!r}]",
-            "is not an identity",
+            "is not an identity (size with an etag or a ctime_ns)",
         )
     schema = item.get("schema", "")
     check.that(isinstance(schema, str), f"{where}.schema", "is not a string")
@@ -497,16 +555,21 @@ class _Checker:
         return value  # type: ignore[return-value]
 
 
-def identity_matches(recorded: Identity, current: Identity) -> bool:
+def identity_matches(recorded: Identity, current: Identity | None) -> bool:
     """Whether a file's ``current`` identity is the one it was indexed at.
 
     Every field the index recorded must be present and equal now; an object store's ETag (or
-    version) and size decide there, a local file's size, modification time and footer hash.
+    version) and size decide there, a local file's size, modification and status-change times.
+    An empty record, or a file whose identity the listing cannot give, never matches.
 
     Example:
         >>> identity_matches({"size": 3, "etag": '"a"'}, {"size": 3, "etag": '"a"', "mtime_ns": 9})
         True
+        >>> identity_matches({}, {"size": 3})
+        False
     """
+    if not recorded or current is None:
+        return False
     return all(current.get(name) == value for name, value in recorded.items())
 
 

@@ -1,0 +1,227 @@
+"""Faults and hostile input on the object-storage path: each gives the source's rows or a
+one-line bloomskip error, and nothing of the user's is deleted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dataset_fixtures import INDEXES, write_dataset
+from lake_fixtures import upload
+
+from bloomskip import BloomskipError, FormatError, StorageError
+from bloomskip._cli import EXIT_INTERRUPTED, run_command
+from bloomskip._store import open_store
+from bloomskip.cli import main
+from bloomskip.dataset.lake import LakeDataset
+from bloomskip.dataset.manifest import Change, IndexLog, version_key
+
+
+def _write(path, values, **columns):
+    pq.write_table(pa.table({"k": values, **columns}), path, row_group_size=2)
+
+
+def test_a_local_rewrite_with_the_old_size_and_mtime_is_scanned(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    target = data / "a.parquet"
+    _write(target, [1, 2, 3, 4])
+    lake = LakeDataset(data, index_location=tmp_path / "index")
+    lake.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+    before = os.stat(target)
+    _write(target, [1, 2, 3, 5000])  # same size, other rows
+    assert os.stat(target).st_size == before.st_size
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # as cp -p / touch -r do
+    assert LakeDataset(data, index_location=tmp_path / "index").query("k = 5000").num_rows == 1
+
+
+def test_vacuum_and_drop_delete_only_what_bloomskip_wrote(bucket, tmp_path):
+    index = open_store(f"s3://{bucket}/idx")
+    index.put("segments/2024/user-data.parquet", b"PAR1 user data")
+    index.put("versions/notes.txt", b"notes")
+    data = tmp_path / "data"
+    write_dataset(data, [(40, 10)])
+    upload(data, f"s3://{bucket}/data")
+    lake = LakeDataset(f"s3://{bucket}/data", index_location=f"s3://{bucket}/idx")
+    lake.build_index(INDEXES[:1], progress=False)
+    lake.build_index(INDEXES[1:2], progress=False)  # other definitions: replaces the segment
+    assert len(lake.vacuum(keep_versions=1, min_age_seconds=0)) == 2  # version 1, its segment
+    assert lake.drop() == 2
+    assert {info.key for info in index.list("")} == {
+        "segments/2024/user-data.parquet",
+        "versions/notes.txt",
+    }
+
+
+def test_an_index_location_holding_the_dataset_is_refused(bucket):
+    with pytest.raises(BloomskipError, match="holds the dataset"):
+        LakeDataset(f"s3://{bucket}/data", index_location=f"s3://{bucket}")
+
+
+def test_an_index_location_inside_the_dataset_is_not_read_as_data(bucket, tmp_path):
+    data = tmp_path / "data"
+    write_dataset(data, [(40, 10), (30, 10)])
+    upload(data, f"s3://{bucket}/d")
+    for _ in range(2):
+        lake = LakeDataset(f"s3://{bucket}/d", index_location=f"s3://{bucket}/d/inner/idx")
+        lake.build_index(INDEXES[:1], progress=False)
+        assert lake.query("k = -5").num_rows == 0
+        assert lake.status()["files_indexed"] == 2
+
+
+def test_a_segment_vacuumed_before_the_commit_fails_the_build_and_heals(bucket, tmp_path):
+    data = tmp_path / "data"
+    write_dataset(data, [(40, 10), (30, 10)])
+    location = f"s3://{bucket}/heal"
+    upload(data, location)
+    lake = LakeDataset(location)
+    lake.build_index(INDEXES[:1], progress=False)
+    log = lake.log
+    (old,) = log.latest().segments
+    # A build's steps, with a vacuum (--min-age 0) run between its segment and its commit.
+    segment = log.write_segment(log.read_segment(old, [0]), old.files, old.schema)
+    assert segment.key in lake.vacuum(keep_versions=1, min_age_seconds=0)
+    with pytest.raises(StorageError, match="was deleted"):
+        log.commit(Change("row-group", log.latest().indexes, [segment]))
+    status = LakeDataset(location).status()
+    assert status["segments_missing"] == [segment.key]
+    report = LakeDataset(location).build_index(progress=False)
+    assert sorted(report.rebuilt) == sorted(p.name for p in data.iterdir())
+    assert LakeDataset(location).status()["segments_missing"] == []
+    assert LakeDataset(location).query("k = -5").num_rows == 0
+
+
+def test_files_whose_column_types_cannot_be_unified_are_one_error(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2], x=[1, 2])
+    _write(data / "b.parquet", [3, 4], x=["p", "q"])
+    code = main(
+        ["index", "build", str(data), "--index-location", str(tmp_path / "i"), "--index", "k TYPE "
+         "bloom_filter(0.01)"]
+    )  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be read as one" in err
+
+
+def test_hostile_manifest_numbers_and_spans(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2, 3, 4])
+    index = tmp_path / "index"
+    lake = LakeDataset(data, index_location=index)
+    lake.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+    store = open_store(index)
+    document = json.loads(store.get(version_key(1)))
+    document["segments"][0]["size"] = 2**62
+    document["segments"][0]["header_end"] = 2**62
+    document["segments"][0]["index_spans"] = [[0, 2**62]]
+    store.put(version_key(2), json.dumps(document).encode())
+    explanation = LakeDataset(data, index_location=index).explain("k = 3")
+    assert any("unreadable" in warning for warning in explanation.warnings)
+    assert LakeDataset(data, index_location=index).query("k = 3").num_rows == 1
+    store.put(version_key(3), b'{"format": "bloomskip-manifest", "version": ' + b"9" * 5000 + b"}")
+    with pytest.raises(FormatError, match="not JSON"):
+        IndexLog(store).latest()
+
+
+def test_interrupt_is_one_line_and_exit_130(capsys):
+    import argparse
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    assert run_command(argparse.Namespace(func=interrupted)) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "bloomskip: interrupted\n"
+
+
+def test_links_are_followed_and_unreadable_folders_are_errors(tmp_path):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    _write(data / "sub" / "a.parquet", [1, 2])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _write(elsewhere / "b.parquet", [3, 4])
+    (data / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (data / "loop").symlink_to(data, target_is_directory=True)
+    lake = LakeDataset(data, index_location=tmp_path / "index")
+    assert sorted(listed.key for listed in lake.list_files()[0]) == [
+        "linked/b.parquet",
+        "sub/a.parquet",
+    ]
+    assert lake.query("k >= 1").num_rows == 4
+
+
+def test_a_rewritten_file_with_a_new_column_is_queried_by_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2])
+    _write(data / "b.parquet", [3, 4])
+    LakeDataset(data, index_location=tmp_path / "i").build_index(
+        ["k TYPE bloom_filter(0.01)"], progress=False
+    )
+    _write(data / "b.parquet", [3, 4], y=[5, 6])
+    lake = LakeDataset(data, index_location=tmp_path / "i")
+    assert lake.query("y = 5").to_pylist() == [{"k": 3, "y": 5}]
+
+
+def test_a_pyarrow_filesystem_lists_and_reads_the_data(tmp_path):
+    import pyarrow.fs as pafs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2, 3, 4])
+    filesystem = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    lake = LakeDataset("data", filesystem=filesystem, index_location=tmp_path / "i")
+    lake.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+    lake = LakeDataset("data", filesystem=filesystem, index_location=tmp_path / "i")
+    explanation = lake.explain("k = 999")
+    assert not any(keep.any() for keep in explanation.keep)  # pruned by the index
+    assert lake.query("k = 3").num_rows == 1
+    _write(data / "a.parquet", [999, 2, 3, 4])
+    assert (
+        LakeDataset("data", filesystem=filesystem, index_location=tmp_path / "i")
+        .query("k = 999")
+        .num_rows
+        == 1
+    )
+    with pytest.raises(BloomskipError, match="give index_location"):
+        LakeDataset("data", filesystem=filesystem)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["index", "status", "{data}"], "give --index-location"),
+        (["index", "status", "{data}/a.parquet", "--index-location", "{tmp}/i"], "not one object"),
+        (["index", "status", "az://acct/container/x"], "abfs://"),
+    ],
+)
+def test_cli_usage_errors_name_the_fix(argv, message, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2])
+    argv = [part.format(data=data, tmp=tmp_path) for part in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_removing_a_file_drops_it_from_the_index(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2])
+    _write(data / "b.parquet", [3, 4])
+    LakeDataset(data, index_location=tmp_path / "i").build_index(
+        ["k TYPE bloom_filter(0.01)"], progress=False
+    )
+    os.remove(data / "b.parquet")
+    report = LakeDataset(data, index_location=tmp_path / "i").build_index(progress=False)
+    assert report.removed == ["b.parquet"] and report.rebuilt == []
+    shutil.rmtree(tmp_path / "i")
+    assert LakeDataset(data, index_location=tmp_path / "i").status()["version"] is None
