@@ -225,3 +225,25 @@ def test_removing_a_file_drops_it_from_the_index(tmp_path):
     assert report.removed == ["b.parquet"] and report.rebuilt == []
     shutil.rmtree(tmp_path / "i")
     assert LakeDataset(data, index_location=tmp_path / "i").status()["version"] is None
+
+
+def test_the_first_segmented_build_migrates_a_folders_sidecar(tmp_path):
+    from bloomskip import Dataset
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2, 3, 4])
+    _write(data / "b.parquet", [5, 6, 7, 8])
+    Dataset(data).build_index(["k TYPE bloom_filter(0.01)"], progress=False)  # the sidecar
+    _write(data / "b.parquet", [5, 6, 7, 9])  # changed since: indexed from its data
+    lake = LakeDataset(data, index_location=tmp_path / "index")
+    report = lake.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+    assert sorted(report.rebuilt) == ["a.parquet", "b.parquet"]
+    assert report.migrated == ["a.parquet"]
+    local = Dataset(data)
+    local.build_index(progress=False)  # refreshes b in the sidecar, as the lake did
+    for where in ("k = 3", "k = 9", "k = 8", "k = 100"):
+        assert [k.tolist() for k in lake.explain(where).keep] == [
+            k.tolist() for k in local.explain(where).keep
+        ], where
+        assert lake.query(where).num_rows == local.query(where).num_rows, where

@@ -208,11 +208,16 @@ def _drop(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.lake import LakeDataset
     from bloomskip.dataset.report import explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
 
     dataset = _dataset(args)
-    result = dataset.explain(args.where)
+    if args.explain and isinstance(dataset, LakeDataset):
+        # Its pruning reads no footer; --explain reads the survivors' to tell their bytes.
+        result = dataset.explain(args.where, describe_data=True)
+    else:
+        result = dataset.explain(args.where)
     if args.explain:
         read_columns = referenced_columns(args.where)
         selected = []

@@ -90,7 +90,9 @@ class LakeBuildReport:
         version: The manifest version committed (the previous one when nothing changed).
         segments_written: New segment objects.
         bytes_written: Bytes of the new segments and the manifest.
-        warnings: One line per index no predicate can ever use.
+        warnings: One line per index no predicate can ever use, or file left unindexed.
+        migrated: Keys among ``rebuilt`` whose index was taken from the folder's single-file
+            sidecar (unchanged files, same definitions) rather than from their data.
     """
 
     index: str
@@ -101,6 +103,7 @@ class LakeBuildReport:
     segments_written: int
     bytes_written: int
     warnings: list[str] = field(default_factory=list)
+    migrated: list[str] = field(default_factory=list)
 
 
 class LakeDataset:
@@ -333,7 +336,9 @@ class LakeDataset:
         present = {listed.key for listed in files}
         removed = sorted(key for key in covered if key not in present)
         written_before = self.log.store.stats.bytes_written
-        segments = self._build_segments(todo, prepared, granule, progress)
+        reusable = self._sidecar_entries(prepared, granule) if manifest is None else {}
+        migrated: list[str] = []
+        segments = self._build_segments(todo, prepared, granule, progress, reusable, migrated)
         if not segments and not removed and same and len(covered) == len(manifest.files()):
             version = manifest.version
         else:
@@ -350,6 +355,7 @@ class LakeDataset:
             len(segments),
             self.log.store.stats.bytes_written - written_before,
             warnings,
+            migrated,
         )
 
     def _prepare(self, indexes, granule, manifest, files, parse_granule):
@@ -381,7 +387,29 @@ class LakeDataset:
                 source=self._uri_of(listed.key),
             ) from exc
 
-    def _build_segments(self, todo, prepared, granule, progress) -> list[SegmentEntry]:
+    def _sidecar_entries(self, prepared, granule) -> dict[str, FileEntry]:
+        """A local folder's single-file sidecar, where its definitions match: the entries of
+        files unchanged since (size, modification time and footer hash), so that the first
+        segmented build migrates them instead of reading the data again."""
+        from bloomskip._store import LocalStore
+        from bloomskip.dataset.dataset import default_sidecar_path
+        from bloomskip.dataset.sidecar import read_sidecar
+
+        if not isinstance(self.store, LocalStore) or self._given_filesystem is not None:
+            return {}
+        path = default_sidecar_path(self.store.root)
+        try:
+            sidecar = read_sidecar(path)
+        except (OSError, FormatError):
+            return {}  # none, or not readable: the files are indexed from their data
+        specs = [item.spec for item in prepared]
+        if sidecar.indexes != specs or sidecar.granule != granule:
+            return {}
+        return dict(sidecar.files)
+
+    def _build_segments(
+        self, todo, prepared, granule, progress, reusable=None, migrated=None
+    ) -> list[SegmentEntry]:
         import pyarrow as pa
 
         from bloomskip.dataset.build import build_file, progress_bar, worker_count
@@ -390,9 +418,13 @@ class LakeDataset:
         batch: dict[str, FileEntry] = {}
         identities: dict[str, dict] = {}
         schemas: list[pa.Schema] = []
+        batch_bytes = 0
         workers = worker_count()
+        reusable = reusable or {}
 
         def flush() -> None:
+            nonlocal batch_bytes
+            batch_bytes = 0
             if batch:
                 sidecar = Sidecar(granule, [item.spec for item in prepared], dict(batch))
                 encoded = _encode_schema(self._unify(schemas, list(batch)))
@@ -410,9 +442,13 @@ class LakeDataset:
                 schema = self._read_schema(listed)
                 self._check_types(listed, schema, prepared)
                 try:
-                    entry = build_file(
-                        source, listed.key, prepared, granule, executor, 2 * workers, bar.update
-                    )
+                    entry = self._reused(reusable.get(listed.key), source)
+                    if entry is not None and migrated is not None:
+                        migrated.append(listed.key)
+                    if entry is None:
+                        entry = build_file(
+                            source, listed.key, prepared, granule, executor, 2 * workers, bar.update
+                        )
                 except BloomskipError:
                     raise
                 except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
@@ -422,12 +458,22 @@ class LakeDataset:
                 batch[listed.key] = entry
                 identities[listed.key] = listed.identity
                 schemas.append(schema)
-                if sum(len(p) for item in batch.values() for p in item.payloads) >= (
-                    SEGMENT_TARGET_BYTES
-                ):
+                batch_bytes += sum(len(payload) for payload in entry.payloads)
+                if batch_bytes >= SEGMENT_TARGET_BYTES:
                     flush()
             flush()
         return segments
+
+    @staticmethod
+    def _reused(old: FileEntry | None, source: SourceFile) -> FileEntry | None:
+        """A sidecar entry still valid for ``source``, with its sections read and verified."""
+        if old is None or old.identity != source.identity():
+            return None
+        try:
+            payloads = list(old.payloads)
+        except FormatError:
+            return None  # a corrupt section: index the file from its data
+        return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
 
     def _check_types(self, listed: ListedFile, schema, prepared) -> None:
         from bloomskip.dataset.dataset import _index_type_key
@@ -445,11 +491,14 @@ class LakeDataset:
 
     # -- pruning and querying --------------------------------------------------------------
 
-    def explain(self, where: str) -> Explanation:
+    def explain(self, where: str, *, describe_data: bool = False) -> Explanation:
         """Decide which row groups may hold rows matching ``where`` (no data is read).
 
         Args:
             where: A ClickHouse WHERE expression.
+            describe_data: Also read the footers of the files with surviving row groups, so
+                that the explanation knows the bytes a query would read (``--explain``); a
+                query itself needs no such read before it runs.
 
         Returns:
             An :class:`~bloomskip.dataset.prune.Explanation`; its ``warnings`` say why a file was
@@ -476,13 +525,29 @@ class LakeDataset:
         )
         explanation = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
         explanation.warnings[:0] = warnings
+        index_io = self._io_snapshot()
+        footers = self._describe(explanation) if describe_data else 0
         explanation.schema_source = lambda: self._schema(files, manifest)
-        after = self._io_snapshot()
         explanation.io = {
-            "index_requests": after[0] - before[0],
-            "index_bytes": after[1] - before[1],
+            "index_requests": index_io[0] - before[0],
+            "index_bytes": index_io[1] - before[1],
         }
+        if describe_data:
+            explanation.io["data_footers_read"] = footers
         return explanation
+
+    @staticmethod
+    def _describe(explanation: Explanation) -> int:
+        """Give the files with surviving row groups their full layout (footer); returns how
+        many footers were read."""
+        from bloomskip.dataset.sources import read_layout
+
+        read = 0
+        for state, keep in zip(explanation.files, explanation.keep, strict=True):
+            if keep.any() and not state.layout.column_bytes:
+                state.layout = read_layout(state.source)
+                read += 1
+        return read
 
     def _io_snapshot(self) -> tuple[int, int]:
         stores = [self.log.store] + ([self.store] if self.store is not None else [])

@@ -39,8 +39,14 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
     total_rows = int(sum(rows.sum() for rows in unit_rows))
     total_bytes = int(sum(sizes.sum() for sizes in unit_bytes))
     # Files read from an object store's index are described by their granules alone (their
-    # footers are not fetched to prune), so their bytes are not known here.
+    # footers are not fetched to prune), so their bytes are known only where they were read:
+    # the files with surviving row groups, when the explanation was asked to describe them.
     sized = all(state.layout.column_bytes for state in result.files)
+    survivors_sized = all(
+        state.layout.column_bytes
+        for state, keep in zip(result.files, result.keep, strict=True)
+        if keep.any()
+    )
     lines = []
     for outcome in result.indexes:
         lines.append(f"index {outcome.definition}")
@@ -68,6 +74,13 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
         lines.append(
             f"index I/O: {result.io['index_requests']} requests, "
             f"{_size(result.io['index_bytes'])} read"
+        )
+    if "data_footers_read" in result.io:
+        lines.append(
+            f"data I/O: {read_units} row groups in "
+            f"{sum(bool(keep.any()) for keep in result.keep)} files to read"
+            + (f", {_size(read_bytes)} of column chunks" if survivors_sized else "")
+            + f"; {result.io['data_footers_read']} footers read to tell"
         )
     lines.extend(f"warning: {warning}" for warning in result.warnings)
     return "\n".join(lines)
