@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -344,11 +345,20 @@ class ObjectStore(Store):
     def _fail(self, action: str, key: str, exc: Exception) -> StorageError:
         errors = self._obstore.exceptions
         where = self.uri_of(key)
-        if isinstance(exc, errors.NotFoundError | FileNotFoundError):
-            return StorageError(f"{where}: no such object (or bucket)")
-        if isinstance(exc, errors.PermissionDeniedError | errors.UnauthenticatedError):
-            return StorageError(f"cannot {action} {where}: access denied ({_one_line(exc)})")
-        return StorageError(f"cannot {action} {where}: {_one_line(exc)}")
+        text = str(exc)
+        code = re.search(r"<Code>([^<]{1,100})</Code>", text)
+        message = re.search(r"<Message>([^<]{1,300})</Message>", text)
+        reason = f"{code.group(1)}: {message.group(1)}" if code and message else _one_line(exc)
+        if isinstance(exc, errors.NotFoundError | FileNotFoundError) or (
+            code and code.group(1) in ("NoSuchBucket", "NoSuchKey")
+        ):
+            return StorageError(f"{where}: no such object (or bucket) ({reason})")
+        denied = isinstance(exc, errors.PermissionDeniedError | errors.UnauthenticatedError) or any(
+            marker in text for marker in ("403 Forbidden", "401 Unauthorized", "AccessDenied")
+        )
+        if denied:
+            return StorageError(f"cannot {action} {where}: access denied ({reason})")
+        return StorageError(f"cannot {action} {where}: {reason}")
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         found = []

@@ -247,3 +247,28 @@ def test_the_first_segmented_build_migrates_a_folders_sidecar(tmp_path):
             k.tolist() for k in local.explain(where).keep
         ], where
         assert lake.query(where).num_rows == local.query(where).num_rows, where
+
+
+def test_access_denied_is_one_line_naming_the_uri(bucket, s3_endpoint, capsys):
+    import urllib.request
+
+    def require_auth(count: str) -> None:
+        # moto's own switch: after `count` requests, every request must carry known IAM keys.
+        request = urllib.request.Request(
+            f"{s3_endpoint}/moto-api/reset-auth",
+            data=count.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
+        urllib.request.urlopen(request).read()
+
+    location = f"s3://{bucket}/denied"
+    require_auth("0")
+    try:
+        with pytest.raises(StorageError, match=rf"{location}.*access denied"):
+            open_store(location).list("")
+        assert main(["query", location, "--where", "k = 1"]) == 2
+    finally:
+        require_auth("inf")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and location in err and "access denied" in err
