@@ -272,3 +272,16 @@ def test_access_denied_is_one_line_naming_the_uri(bucket, s3_endpoint, capsys):
         require_auth("inf")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and location in err and "access denied" in err
+
+
+def test_no_duckdb_connection_of_ours_draws_a_progress_bar(tmp_path):
+    # DuckDB draws it on stdout after 2 s even into a pipe, where it would corrupt CSV output.
+    from bloomskip import Dataset
+    from bloomskip.dataset.query import connect
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "a.parquet", [1, 2])
+    setting = "SELECT current_setting('enable_progress_bar')"
+    assert connect().execute(setting).fetchone() == (False,)
+    assert Dataset(data).duckdb_connection().execute(setting).fetchone() == (False,)

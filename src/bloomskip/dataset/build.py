@@ -374,6 +374,7 @@ def build_sidecar(
     granule: str | int,
     previous: Sidecar | None,
     show_progress: bool | None = None,
+    jobs: int | None = None,
 ) -> tuple[Sidecar, list[str]]:
     """Index the files that are new or changed since ``previous`` and keep the rest.
 
@@ -385,6 +386,8 @@ def build_sidecar(
         previous: The current sidecar; its entries are reused only when it has the same index
             definitions and granule and the file's identity is unchanged.
         show_progress: Force the progress bar on or off (default: on a terminal only).
+        jobs: Threads building granules (default: one per CPU); the granule builders run in C
+            without the GIL, and the bytes do not depend on the count.
 
     Returns:
         ``(sidecar, rebuilt)``: the new sidecar and the relative paths that were (re)indexed.
@@ -418,7 +421,7 @@ def build_sidecar(
             total += int(read_layout(source).rows.sum())
         except OSError as exc:
             raise BloomskipError(f"{source.path}: cannot read it: {exc}") from exc
-    workers = worker_count()
+    workers = worker_count() if jobs is None else max(1, jobs)
     with (
         progress_bar(total, "indexing", show_progress) as bar,
         ThreadPoolExecutor(max_workers=workers) as executor,

@@ -47,6 +47,20 @@ def register(subparsers) -> None:
     build.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
     _index_location_option(build)
     build.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="local processes (segmented index) or threads (sidecar) building the index "
+        "(default: one per CPU); the index is the same bytes for any N",
+    )
+    build.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="build on a Dask cluster (tcp://HOST:8786): its workers read the data and write "
+        "the segments; needs a segmented index (an object-store DATASET or --index-location) "
+        "and bloomskip[dask]",
+    )
+    build.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -145,7 +159,22 @@ def _dataset(args: argparse.Namespace):
 
 def _build(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
-    report = dataset.build_index(args.index or None, granule=args.granule, progress=args.progress)
+    client = None
+    if args.scheduler is not None:
+        from bloomskip.dataset.lake_build import connect
+
+        client = connect(args.scheduler)
+    try:
+        report = dataset.build_index(
+            args.index or None,
+            granule=args.granule,
+            progress=args.progress,
+            jobs=args.jobs,
+            client=client,
+        )
+    finally:
+        if client is not None:
+            client.close()
     for warning in report.warnings:
         warn(warning)
     if hasattr(report, "version"):

@@ -74,9 +74,10 @@ def _index_type_key(arrow_type) -> str:
 
 def _new_connection():
     """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
-    import duckdb
 
-    connection = duckdb.connect()
+    from bloomskip.dataset.query import connect
+
+    connection = connect()
     connection.execute("SET GLOBAL parquet_metadata_cache = true")
     return connection
 
@@ -379,6 +380,8 @@ class Dataset:
         *,
         granule: str | int = "row-group",
         progress: bool | None = None,
+        jobs: int | None = None,
+        client=None,
     ) -> BuildReport:
         """Build or refresh the sidecar index, re-indexing only new or changed files.
 
@@ -387,6 +390,10 @@ class Dataset:
                 None keeps the definitions (and granule) of the existing sidecar.
             granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule.
             progress: Show a progress bar (default: only on a terminal).
+            jobs: Threads building granules (default: one per CPU); the sidecar is the same
+                bytes for any count.
+            client: A ``distributed.Client``: a build on Dask writes a segmented index, so it
+                needs ``index_location`` (a ``LakeDataset``); here it is refused.
 
         Returns:
             A :class:`BuildReport`.
@@ -425,8 +432,13 @@ class Dataset:
         else:
             prepared = [prepare_index(text, schema, None, conflicts) for text in indexes]
             granule = parse_granule(granule)
+        if client is not None:
+            raise BloomskipError(
+                "a build on Dask writes a segmented index: give the dataset an index_location "
+                "(--index-location), or an object-store URI"
+            )
         sidecar, rebuilt = build_sidecar(
-            self.files, self.root, prepared, granule, previous, progress
+            self.files, self.root, prepared, granule, previous, progress, jobs
         )
         if (
             rebuilt

@@ -29,11 +29,11 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, open_store
+from bloomskip.dataset.lake_build import default_jobs
 from bloomskip.dataset.manifest import (
     Change,
     IndexLog,
@@ -258,7 +258,7 @@ class LakeDataset:
         return sorted(infos, key=lambda info: info.key)
 
     def _uri_of(self, key: str) -> str:
-        return self._uri_of(key) if self.store is not None else f"{self.location}/{key}"
+        return self.store.uri_of(key) if self.store is not None else f"{self.location}/{key}"
 
     def _present_segments(self) -> set[str]:
         """The segment objects that exist (from the shared listing when the index is beside)."""
@@ -284,17 +284,25 @@ class LakeDataset:
         *,
         granule: str | int = ROW_GROUP,
         progress: bool | None = None,
+        jobs: int | None = None,
+        client=None,
     ) -> LakeBuildReport:
         """Index the files that are new or changed since the newest version; commit a version.
 
-        New files go to new segments (a new segment every :data:`SEGMENT_TARGET_BYTES`); no
-        existing segment is rewritten. Files gone from the prefix leave the index. With other
-        definitions (or granule) than the index has, every file is indexed again.
+        The files are planned into tasks (batches of about 256 MB, in key order); each task
+        writes one new segment, and no existing segment is rewritten. Files gone from the
+        prefix leave the index. With other definitions (or granule) than the index has, every
+        file is indexed again. The plan does not depend on ``jobs`` or ``client``: the segments
+        are the same bytes however the build runs.
 
         Args:
             indexes: ClickHouse index definitions; None keeps the index's own.
             granule: ``"row-group"`` or rows per granule.
             progress: Show a progress bar (default: only on a terminal).
+            jobs: Local processes running tasks (default: one per CPU; 1: this process).
+            client: A ``distributed.Client``: its workers run the tasks, reading the data
+                from its storage and writing their segments; only the manifest entries come
+                back. ``jobs`` is then unused.
 
         Returns:
             A :class:`LakeBuildReport`.
@@ -338,7 +346,10 @@ class LakeDataset:
         written_before = self.log.store.stats.bytes_written
         reusable = self._sidecar_entries(prepared, granule) if manifest is None else {}
         migrated: list[str] = []
-        segments = self._build_segments(todo, prepared, granule, progress, reusable, migrated)
+        jobs = default_jobs() if jobs is None else jobs
+        segments, task_bytes = self._build_segments(
+            todo, prepared, granule, progress, reusable, migrated, jobs, client
+        )
         if not segments and not removed and same and len(covered) == len(manifest.files()):
             version = manifest.version
         else:
@@ -353,7 +364,7 @@ class LakeDataset:
             removed,
             version,
             len(segments),
-            self.log.store.stats.bytes_written - written_before,
+            self.log.store.stats.bytes_written - written_before + task_bytes,
             warnings,
             migrated,
         )
@@ -408,61 +419,95 @@ class LakeDataset:
         return dict(sidecar.files)
 
     def _build_segments(
-        self, todo, prepared, granule, progress, reusable=None, migrated=None
-    ) -> list[SegmentEntry]:
-        import pyarrow as pa
-
-        from bloomskip.dataset.build import build_file, progress_bar, worker_count
+        self, todo, prepared, granule, progress, reusable, migrated, jobs, client
+    ) -> tuple[list[SegmentEntry], int]:
+        """Plan the files into tasks, run them (here, on local processes, or on Dask), and
+        return their segments in plan order (files migrated from a sidecar first), with the
+        bytes the tasks wrote."""
+        from bloomskip.dataset.build import progress_bar, worker_count
+        from bloomskip.dataset.lake_build import (
+            TASK_MAX_FILES,
+            TASK_TARGET_BYTES,
+            BuildTask,
+            plan_tasks,
+            run_tasks,
+        )
 
         segments: list[SegmentEntry] = []
-        batch: dict[str, FileEntry] = {}
+        kept = {}
+        for listed in todo:
+            entry = self._reused(reusable.get(listed.key), self._source(listed))
+            if entry is not None:
+                kept[listed.key] = (listed, entry)
+        if kept:
+            # No table data is read for these: their sections come from the sidecar.
+            migrated.extend(kept)
+            schemas = [self._read_schema(listed) for listed, _ in kept.values()]
+            entries = {key: entry for key, (_, entry) in kept.items()}
+            sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
+            identities = {key: listed.identity for key, (listed, _) in kept.items()}
+            schema = _encode_schema(self._unify(schemas, list(kept)))
+            segments.append(self.log.write_segment(sidecar, identities, schema))
+        remaining = [listed for listed in todo if listed.key not in kept]
+        parallel = client is not None or jobs > 1
+        tasks = [
+            BuildTask(
+                self.location,
+                self.index_location,
+                self._given_filesystem,
+                batch,
+                tuple(prepared),
+                granule,
+                1 if parallel else worker_count(),
+            )
+            for batch in plan_tasks(remaining, TASK_TARGET_BYTES, TASK_MAX_FILES)
+        ]
+        total = sum(listed.info.size for listed in remaining)
+        with progress_bar(total, "indexing", progress) as bar:
+            bar.unit = "B"
+            results = run_tasks(tasks, jobs=jobs, client=client, progress=bar)
+        written = [result.segment for result in results]
+        return segments + written, sum(segment.size for segment in written)
+
+    def write_task_segment(self, files, prepared, granule, executor, max_in_flight):
+        """Index ``files`` and write them as one segment (the body of a build task).
+
+        Returns:
+            ``(segment entry, rows indexed)``.
+
+        Raises:
+            BloomskipError: A file cannot be read, has a column of another type, or holds data
+                the engine cannot hash (the message names the file).
+        """
+        import pyarrow as pa
+
+        from bloomskip.dataset.build import build_file
+
+        entries: dict[str, FileEntry] = {}
         identities: dict[str, dict] = {}
         schemas: list[pa.Schema] = []
-        batch_bytes = 0
-        workers = worker_count()
-        reusable = reusable or {}
-
-        def flush() -> None:
-            nonlocal batch_bytes
-            batch_bytes = 0
-            if batch:
-                sidecar = Sidecar(granule, [item.spec for item in prepared], dict(batch))
-                encoded = _encode_schema(self._unify(schemas, list(batch)))
-                segments.append(self.log.write_segment(sidecar, identities, encoded))
-                batch.clear()
-                identities.clear()
-                schemas.clear()
-
-        with (
-            progress_bar(0, "indexing", progress) as bar,
-            ThreadPoolExecutor(max_workers=workers) as executor,
-        ):
-            for listed in todo:
-                source = self._source(listed)
-                schema = self._read_schema(listed)
-                self._check_types(listed, schema, prepared)
-                try:
-                    entry = self._reused(reusable.get(listed.key), source)
-                    if entry is not None and migrated is not None:
-                        migrated.append(listed.key)
-                    if entry is None:
-                        entry = build_file(
-                            source, listed.key, prepared, granule, executor, 2 * workers, bar.update
-                        )
-                except BloomskipError:
-                    raise
-                except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
-                    raise BloomskipError(
-                        f"{self._uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
-                    ) from exc
-                batch[listed.key] = entry
-                identities[listed.key] = listed.identity
-                schemas.append(schema)
-                batch_bytes += sum(len(payload) for payload in entry.payloads)
-                if batch_bytes >= SEGMENT_TARGET_BYTES:
-                    flush()
-            flush()
-        return segments
+        for listed in files:
+            source = self._source(listed)
+            schema = self._read_schema(listed)
+            self._check_types(listed, schema, prepared)
+            try:
+                entry = build_file(
+                    source, listed.key, prepared, granule, executor, max_in_flight, _ignore
+                )
+            except BloomskipError:
+                raise
+            except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
+                raise BloomskipError(
+                    f"{self._uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
+                ) from exc
+            entries[listed.key] = entry
+            identities[listed.key] = listed.identity
+            schemas.append(schema)
+        sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
+        schema = _encode_schema(self._unify(schemas, list(entries)))
+        segment = self.log.write_segment(sidecar, identities, schema)
+        rows = sum(sum(entry.granule_rows) for entry in entries.values())
+        return segment, rows
 
     @staticmethod
     def _reused(old: FileEntry | None, source: SourceFile) -> FileEntry | None:
@@ -671,7 +716,7 @@ class LakeDataset:
         import duckdb
 
         from bloomskip.dataset.prune import surviving_dataset
-        from bloomskip.dataset.query import select_list
+        from bloomskip.dataset.query import connect, select_list
         from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds
 
         schema = explanation.schema_source()
@@ -680,7 +725,7 @@ class LakeDataset:
         projection = select_list(columns, kinds)
         data = surviving_dataset(explanation, schema)
         suffix = "" if limit is None else f" LIMIT {int(limit)}"
-        connection = duckdb.connect()
+        connection = connect()
         try:
             connection.register("bloomskip_dataset", data)
             return connection.sql(
@@ -823,6 +868,10 @@ class LakeDataset:
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
         return self.log.drop()
+
+
+def _ignore(_rows: int) -> None:
+    """Per-granule progress inside a task: the build's bar counts whole tasks."""
 
 
 def _encode_schema(schema) -> str:

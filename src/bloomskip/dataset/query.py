@@ -33,6 +33,25 @@ REWRITER_LIMIT = 100
 ROW_COLUMN = "__bloomskip_row"
 
 
+def connect(config: dict | None = None):
+    """A new DuckDB connection as every bloomskip query uses one.
+
+    DuckDB draws a progress bar on standard output for a query that runs longer than two
+    seconds, even when standard output is a pipe or a file: it would mix into a CSV or JSON
+    result (``bloomskip query --format csv > out.csv``), so it is turned off.
+
+    Example:
+        >>> connect().execute("SELECT current_setting('enable_progress_bar')").fetchone()
+        (False,)
+    """
+    import duckdb
+
+    connection = duckdb.connect(config=config or {})
+    # Not settable through config= (DuckDB: "not a global option"), hence the SET.
+    connection.execute("SET enable_progress_bar = false")
+    return connection
+
+
 def _quoted(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -482,7 +501,7 @@ def run_query(
         # disabled_optimizers is database-wide: a query planned without the rewriter gets a
         # database of its own.
         config = {"disabled_optimizers": "expression_rewriter"} if without_rewriter else {}
-        connection = owned = duckdb.connect(config=config)
+        connection = owned = connect(config)
     # A cursor is cheap and has its own view names; connecting costs ~10 ms per query.
     cursor = connection.cursor()
     try:

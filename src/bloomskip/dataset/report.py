@@ -127,7 +127,9 @@ def write_output(table, output_format: str, output: str | None) -> None:
             return
         # DuckDB writes every Arrow type (lists included) as CSV or JSON lines.
         options = "FORMAT csv, HEADER true" if output_format == "csv" else "FORMAT json"
-        connection = duckdb.connect()
+        from bloomskip.dataset.query import connect
+
+        connection = connect()
         try:
             connection.register("result", table)
             escaped = str(path).replace("'", "''")

@@ -1,0 +1,158 @@
+"""Builds on all local cores and on a real Dask cluster (``distributed.LocalCluster``: a
+scheduler over TCP on 127.0.0.1 and two worker processes) give the same segments, byte for byte,
+as a build in one process; a worker killed mid-build is replaced and the index is the same."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from dataset_fixtures import INDEXES, write_dataset
+from lake_fixtures import upload
+
+from bloomskip import BloomskipError
+from bloomskip._store import open_store
+from bloomskip.cli import main
+from bloomskip.dataset import lake_build
+from bloomskip.dataset.lake import LakeDataset
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_endpoint):
+    """Two worker processes; they inherit the S3 server's environment."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as local,
+        Client(local) as client,
+    ):
+        yield local, client
+
+
+@pytest.fixture
+def small_tasks(monkeypatch):
+    """Plans of several tasks even for a small dataset (the planner's own knob)."""
+    monkeypatch.setattr(lake_build, "TASK_MAX_FILES", 2)
+
+
+def _segments(location: str, index_location: str | None = None) -> list[bytes]:
+    lake = LakeDataset(location, index_location=index_location)
+    manifest = lake.latest_manifest()
+    return [lake.log.store.get(segment.key) for segment in manifest.segments]
+
+
+@pytest.fixture
+def lake_data(bucket, tmp_path):
+    local = tmp_path / "data"
+    write_dataset(local, [(300, 50), (200, 64), (500, 100), (120, 7), (90, 30)], seed=11)
+    location = f"s3://{bucket}/dist"
+    upload(local, location)
+    return location
+
+
+def test_jobs_and_a_cluster_write_the_same_segments(lake_data, cluster, small_tasks, tmp_path):
+    _, client = cluster
+    indexes = INDEXES
+    built = {}
+    for name, options in {
+        "jobs1": {"jobs": 1},
+        "jobs2": {"jobs": 2},
+        "dask": {"client": client},
+    }.items():
+        location = str(tmp_path / f"index-{name}")
+        report = LakeDataset(lake_data, index_location=location).build_index(
+            indexes, progress=False, **options
+        )
+        assert report.segments_written == 3 and len(report.rebuilt) == 5
+        built[name] = _segments(lake_data, location)
+    assert built["jobs1"] == built["jobs2"] == built["dask"]
+    lake = LakeDataset(lake_data, index_location=str(tmp_path / "index-dask"))
+    assert lake.status()["files_indexed"] == 5
+    assert lake.query("hasToken(s, 'missing')").num_rows == 0
+
+
+def test_a_killed_worker_is_replaced_and_the_index_is_the_same(
+    lake_data, cluster, small_tasks, tmp_path
+):
+    local, client = cluster
+    reference = str(tmp_path / "reference")
+    LakeDataset(lake_data, index_location=reference).build_index(INDEXES, progress=False, jobs=1)
+    pids = list(client.run(os.getpid).values())
+    target = str(tmp_path / "killed")
+    errors = []
+
+    def build() -> None:
+        try:
+            LakeDataset(lake_data, index_location=target).build_index(
+                INDEXES, progress=False, client=client
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not client.processing() or not any(client.processing().values()):
+        if time.monotonic() > deadline or not thread.is_alive():
+            break
+        time.sleep(0.01)
+    os.kill(pids[0], signal.SIGKILL)  # mid-build: its tasks are run again elsewhere
+    thread.join(120)
+    assert errors == []
+    assert _segments(lake_data, target) == _segments(lake_data, reference)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it
+
+
+def test_a_failed_build_leaves_the_previous_version(lake_data, cluster, small_tasks, tmp_path):
+    _, client = cluster
+    index = str(tmp_path / "index")
+    LakeDataset(lake_data, index_location=index).build_index(INDEXES, progress=False)
+    before = _segments(lake_data, index)
+    open_store(lake_data).put("zz-broken.parquet", b"not parquet at all")
+    with pytest.raises(BloomskipError, match="zz-broken.parquet"):
+        LakeDataset(lake_data, index_location=index).build_index(progress=False, client=client)
+    lake = LakeDataset(lake_data, index_location=index)
+    assert lake.latest_manifest().version == 1 and _segments(lake_data, index) == before
+    open_store(lake_data).delete("zz-broken.parquet")
+    assert lake.vacuum(min_age_seconds=0) == []  # the failed task wrote no segment
+
+
+def test_cli_jobs_and_scheduler(lake_data, cluster, tmp_path, capsys):
+    local, _ = cluster
+    definitions = sum((["--index", text] for text in INDEXES), [])
+    index = str(tmp_path / "i")
+    argv = ["index", "build", lake_data, "--index-location", index, *definitions]
+    assert main([*argv, "--jobs", "2"]) == 0
+    assert main([*argv, "--scheduler", local.scheduler_address]) == 0
+    assert "0 (re)indexed" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_unreachable_scheduler_is_one_line(lake_data, capsys):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(["index", "build", lake_data, "--index", INDEXES[0], "--scheduler",
+                 f"tcp://127.0.0.1:{port}"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the Dask scheduler" in err
+
+
+def test_a_local_sidecar_build_refuses_a_client(tmp_path, cluster):
+    from bloomskip import Dataset
+
+    data = tmp_path / "data"
+    write_dataset(data, [(40, 10)])
+    with pytest.raises(BloomskipError, match="index_location"):
+        Dataset(data).build_index(INDEXES[:1], progress=False, client=cluster[1])
