@@ -59,13 +59,15 @@ def test_segments_round_trip_and_read_only_the_needed_ranges(store):
     latest = IndexLog(open_store(store.uri)).latest()
     assert latest == manifest
     (segment,) = latest.segments
-    before = store.stats.requests
-    opened = log.read_segment(segment, [1])
+    before, bytes_before = store.stats.requests, store.stats.bytes_read
+    opened = log.read_segment(segment, [1], SPECS)
     assert opened.files["x/b.parquet"].payloads[1] == bytes([1]) * 8
     assert opened.files["x/a.parquet"].payloads[1] == bytes([1]) * 8
-    # Header and index 1's sections came in one coalesced request; nothing more was read.
+    # Index 1's part (its own header and sections) came in one request; nothing more was read.
     assert store.stats.requests == before + 1
-    assert opened.files["x/a.parquet"].payloads[0] == bytes([1]) * 40
+    assert store.stats.bytes_read - bytes_before == segment.index_spans[1][1]
+    assert opened.files["x/a.parquet"].payloads[0] == bytes([1]) * 40  # fetched on demand
+    assert store.stats.requests == before + 2
 
 
 def test_adding_files_writes_one_segment_and_one_version(store):
@@ -88,7 +90,7 @@ def test_reindexing_a_file_moves_it_to_the_new_segment(store):
     files = manifest.files()
     assert files["a.parquet"][0].key != files["b.parquet"][0].key
     assert files["b.parquet"][1] == {"size": 100, "etag": '"5-0"'}
-    opened = log.read_segment(files["b.parquet"][0], [0])
+    opened = log.read_segment(files["b.parquet"][0], [0], SPECS)
     assert opened.files["b.parquet"].payloads[0] == bytes([5]) * 40
 
 
@@ -174,7 +176,7 @@ def test_a_killed_builder_leaves_the_previous_version_readable(store, location, 
     assert latest.version in (1, 2)
     assert latest.files().keys() >= before.files().keys()
     for segment in latest.segments:
-        log.read_segment(segment, [0, 1])
+        log.read_segment(segment, [0, 1], SPECS)
 
 
 def test_corrupt_or_truncated_objects_name_their_uri(store):
@@ -182,9 +184,9 @@ def test_corrupt_or_truncated_objects_name_their_uri(store):
     manifest = _add(log, ["a.parquet"])
     (segment,) = manifest.segments
     data = store.get(segment.key)
-    store.put(segment.key, data[: segment.header_end - 5])
+    store.put(segment.key, data[: segment.index_spans[0][1] - 5])
     with pytest.raises(FormatError, match=segment.key):
-        log.read_segment(segment, [0])
+        log.read_segment(segment, [0], SPECS)
     store.put(version_key(2), b'{"format": "bloomskip-manifest", "format_version": 1')
     with pytest.raises(FormatError, match=r"versions/00000000000000000002\.json.*field manifest"):
         log.latest()
@@ -197,7 +199,7 @@ def test_corrupt_or_truncated_objects_name_their_uri(store):
         (lambda d: d.update(format_version=99), "format_version"),
         (lambda d: d.update(version=-1), "version"),
         (lambda d: d["segments"][0].update(key="../../etc/passwd"), r"segments\[0\]\.key"),
-        (lambda d: d["segments"][0].update(header_end=10**12), r"segments\[0\]\.header_end"),
+        (lambda d: d["segments"][0].update(index_spans=[[0, 20], [90, 30]]), r"index_spans\[1\]"),
         (lambda d: d["segments"][0].update(index_spans=[[0, 1]]), r"segments\[0\]\.index_spans"),
         (lambda d: d["segments"][0].update(files={}), r"segments\[0\]\.files"),
         (lambda d: d["segments"].append(dict(d["segments"][0])), "segments"),
@@ -209,8 +211,7 @@ def test_hostile_manifests_are_refused_naming_the_field(edit, field):
     segment = SegmentEntry(
         "segments/18d3c0a5-9f1e2d3c4b5a6978.bsk",
         100,
-        50,
-        ((50, 20), (70, 30)),
+        ((0, 50), (50, 50)),
         {"a.parquet": {"size": 1, "etag": '"e"'}},
     )
     document = json.loads(encode_manifest(Manifest(1, "row-group", SPECS, (segment,))))

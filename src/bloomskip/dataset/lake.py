@@ -289,7 +289,7 @@ class LakeDataset:
     ) -> LakeBuildReport:
         """Index the files that are new or changed since the newest version; commit a version.
 
-        The files are planned into tasks (batches of about 256 MB, in key order); each task
+        The files are planned into tasks (batches of about 1 GiB, in key order); each task
         writes one new segment, and no existing segment is rewritten. Files gone from the
         prefix leave the index. With other definitions (or granule) than the index has, every
         file is indexed again. The plan does not depend on ``jobs`` or ``client``: the segments
@@ -628,7 +628,9 @@ class LakeDataset:
                 status = CHANGED
             elif segment is not None and useful:
                 if segment.key not in opened:
-                    opened[segment.key] = self._open_segment(segment, useful, warnings)
+                    opened[segment.key] = self._open_segment(
+                        segment, useful, manifest.indexes, warnings
+                    )
                 sidecar = opened[segment.key]
                 entry = sidecar.files.get(listed.key) if sidecar is not None else None
                 status = INDEXED if entry is not None else NOT_INDEXED
@@ -643,9 +645,9 @@ class LakeDataset:
             states.append(FileState(source, listed.key, layout, entry, status))
         return states
 
-    def _open_segment(self, segment: SegmentEntry, useful, warnings) -> Sidecar | None:
+    def _open_segment(self, segment: SegmentEntry, useful, indexes, warnings) -> Sidecar | None:
         try:
-            return self.log.read_segment(segment, useful)
+            return self.log.read_segment(segment, useful, indexes)
         except (FormatError, StorageError) as exc:
             warnings.append(
                 f"segment {self.log.store.uri_of(segment.key)} unreadable, scanning its "
@@ -824,7 +826,7 @@ class LakeDataset:
 
         for segment in small:
             try:
-                sidecar = self.log.read_segment(segment, numbers)
+                sidecar = self.log.read_segment(segment, numbers, manifest.indexes)
                 entries = {
                     path: sidecar.files[path] for path in segment.files if path in sidecar.files
                 }

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from bloomskip.errors import BloomskipError
 
-#: A task covers about this many bytes of Parquet (fewer, larger tasks: fewer round trips).
-TASK_TARGET_BYTES = 256 << 20
+#: A task covers about this many bytes of Parquet. Each task writes one segment, and a query
+#: reads one range per segment and index it uses: larger tasks mean fewer requests per query
+#: and fewer scheduler round trips; 1 GiB of Parquet makes a segment of some 20 MB.
+TASK_TARGET_BYTES = 1 << 30
 #: ... and at most this many files, so that small files still make tasks of a useful size.
 TASK_MAX_FILES = 512
 

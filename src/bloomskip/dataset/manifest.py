@@ -30,11 +30,12 @@ import random
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bloomskip._store import Store, coalesce
 from bloomskip.dataset.sidecar import (
+    FileEntry,
     IndexSpec,
     Sidecar,
     decode_sidecar_from,
@@ -63,8 +64,9 @@ class SegmentEntry:
     Attributes:
         key: The segment's key under the index location (``segments/….bsk``).
         size: Its length in bytes.
-        header_end: Where its header (and header checksum) ends: the first range to read.
-        index_spans: ``(offset, length)`` of each index's sections in the segment.
+        index_spans: ``(offset, length)`` of each index's part of the segment: a complete
+            sidecar (format version 2) holding that index alone, so that a query reads each
+            index it uses with one range request and nothing else.
         files: The files it covers in this version, each with the identity it was indexed at.
         schema: The Arrow schema its files unify to, serialized (Arrow IPC) and base64-encoded:
             a query learns the dataset's columns without reading every file's footer.
@@ -72,7 +74,6 @@ class SegmentEntry:
 
     key: str
     size: int
-    header_end: int
     index_spans: tuple[tuple[int, int], ...]
     files: Mapping[str, Identity]
     schema: str = ""
@@ -161,9 +162,7 @@ class Change:
 
 
 def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
-    return SegmentEntry(
-        segment.key, segment.size, segment.header_end, segment.index_spans, files, segment.schema
-    )
+    return SegmentEntry(segment.key, segment.size, segment.index_spans, files, segment.schema)
 
 
 class IndexLog:
@@ -214,20 +213,33 @@ class IndexLog:
         data = self.store.get(key)
         return decode_manifest(data, self.store.uri_of(key), number)
 
-    def read_segment(self, segment: SegmentEntry, index_numbers: Iterable[int]) -> Sidecar:
-        """Open ``segment``, fetching its header and the sections of ``index_numbers`` at once.
+    def read_segment(
+        self, segment: SegmentEntry, index_numbers: Iterable[int], indexes: Sequence[IndexSpec]
+    ) -> Sidecar:
+        """Open ``segment``, fetching the parts of ``index_numbers`` with one coalesced read.
 
-        The ranges are coalesced into as few requests as the gaps allow; a section of another
-        index is fetched only if it is read later.
+        The part of any other index is fetched only if one of its payloads is read later.
+
+        Args:
+            segment: Its manifest entry.
+            index_numbers: The indexes to fetch now.
+            indexes: The manifest's index definitions; every part must hold its own.
+
+        Returns:
+            A sidecar of the segment's files and all its indexes; each payload is verified
+            against its checksum when it is read.
 
         Raises:
-            FormatError: The segment is truncated, or fails a checksum (when a section is read).
-            StorageError: It cannot be read.
+            FormatError: A part is truncated or its header fails its checksum.
+            StorageError: The segment cannot be read.
         """
-        ranges = [(0, segment.header_end)]
-        ranges += [segment.index_spans[number] for number in index_numbers]
+        numbers = list(index_numbers) or [0]
+        ranges = [
+            segment.index_spans[number] for number in numbers if number < len(segment.index_spans)
+        ]
         reader = _RangeReader(self.store, segment.key, segment.size, ranges)
-        return decode_sidecar_from(reader, self.store.uri_of(segment.key))
+        view = _SegmentView(reader, segment, tuple(indexes), self.store.uri_of(segment.key))
+        return view.open(numbers)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -244,10 +256,18 @@ class IndexLog:
         Returns:
             Its manifest entry, to be committed with :meth:`commit`.
         """
-        encoded = encode_sidecar(sidecar)
+        parts = [
+            encode_sidecar(_one_index(sidecar, number)).data
+            for number in range(len(sidecar.indexes))
+        ] or [encode_sidecar(sidecar).data]
+        spans, offset = [], 0
+        for part in parts[: len(sidecar.indexes)]:
+            spans.append((offset, len(part)))
+            offset += len(part)
+        data = b"".join(parts)
         for _ in range(8):  # 64 random bits: a second attempt is already one in 2**64
             key = f"{SEGMENTS}{time.time_ns():x}-{secrets.token_hex(8)}{SEGMENT_SUFFIX}"
-            if self.store.put_if_absent(key, encoded.data):
+            if self.store.put_if_absent(key, data):
                 break
         else:
             raise StorageError(
@@ -255,9 +275,7 @@ class IndexLog:
                 "create-only writes"
             )
         files = {path: dict(identities[path]) for path in sidecar.files}
-        return SegmentEntry(
-            key, len(encoded.data), encoded.header_end, encoded.index_spans, files, schema
-        )
+        return SegmentEntry(key, len(data), tuple(spans), files, schema)
 
     def commit(self, change: Change) -> Manifest:
         """Apply ``change`` to the latest version and create the next one; retry on a race.
@@ -382,6 +400,109 @@ def version_number(key: str) -> int | None:
     return None
 
 
+def _one_index(sidecar: Sidecar, number: int) -> Sidecar:
+    """The part of a segment for index ``number``: the same files, that index alone."""
+    files = {
+        path: FileEntry(
+            entry.path, entry.format, entry.identity, entry.granule_rows, [entry.payloads[number]]
+        )
+        for path, entry in sidecar.files.items()
+    }
+    return Sidecar(sidecar.granule, [sidecar.indexes[number]], files)
+
+
+class _SegmentView:
+    """A segment's per-index parts, decoded when first needed."""
+
+    def __init__(
+        self, reader: _RangeReader, segment: SegmentEntry, indexes: tuple, source: str
+    ) -> None:
+        self._reader = reader
+        self._segment = segment
+        self._indexes = indexes
+        self._source = source
+        self._parts: dict[int, Sidecar] = {}
+
+    def part(self, number: int) -> Sidecar:
+        if number not in self._parts:
+            start, length = self._segment.index_spans[number]
+            self._reader.fetch([(start, length)])  # the whole part, in one request
+            if not self._reader.holds(start, length):
+                raise FormatError(
+                    f"the segment ends inside index part {number} (bytes {start}-"
+                    f"{start + length} expected): it is truncated",
+                    field=f"index_spans[{number}]",
+                    offset=start,
+                    source=self._source,
+                )
+            part = decode_sidecar_from(_Slice(self._reader, start, length), self._source)
+            if part.indexes != [self._indexes[number]] or not set(self._segment.files) <= set(
+                part.files
+            ):
+                raise FormatError(
+                    f"part {number} does not hold index {number} of the manifest over the "
+                    "segment's files",
+                    field=f"index_spans[{number}]",
+                    offset=start,
+                    source=self._source,
+                )
+            self._parts[number] = part
+        return self._parts[number]
+
+    def open(self, numbers: list[int]) -> Sidecar:
+        if not self._segment.index_spans or len(self._indexes) != len(self._segment.index_spans):
+            raise FormatError(
+                f"{len(self._segment.index_spans)} index parts for {len(self._indexes)} indexes",
+                field="index_spans",
+                source=self._source,
+            )
+        first = self.part(numbers[0])
+        for number in numbers[1:]:
+            self.part(number)
+        files = {
+            path: FileEntry(
+                entry.path,
+                entry.format,
+                entry.identity,
+                entry.granule_rows,
+                _PartPayloads(self, path, len(self._segment.index_spans)),
+            )
+            for path, entry in first.files.items()
+        }
+        return Sidecar(first.granule, list(self._indexes), files)
+
+
+class _PartPayloads(Sequence):
+    """A file's payload of each index, read (and verified) from that index's part."""
+
+    def __init__(self, view: _SegmentView, path: str, count: int) -> None:
+        self._view = view
+        self._path = path
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, number: int):
+        if not 0 <= number < self._count:
+            raise IndexError(number)
+        return self._view.part(number).files[self._path].payloads[0]
+
+
+class _Slice:
+    """``size()``/``read()`` over ``length`` bytes at ``start`` of another reader."""
+
+    def __init__(self, reader, start: int, length: int) -> None:
+        self._reader, self._start, self._length = reader, start, length
+
+    def size(self) -> int:
+        return self._length
+
+    def read(self, offset: int, length: int) -> bytes:
+        length = max(0, min(length, self._length - offset))
+        return self._reader.read(self._start + offset, length)
+
+
 class _RangeReader:
     """``size()``/``read()`` over a segment, served from ranges fetched in one call."""
 
@@ -389,9 +510,30 @@ class _RangeReader:
         self._store = store
         self._key = key
         self._size = size
-        wanted = [(start, min(length, size - start)) for start, length in ranges if start < size]
+        self._chunks: list = []
+        self.fetch(ranges)
+
+    def fetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Read the ``ranges`` not held yet, coalesced, with as few requests as they allow."""
+        wanted = [
+            (start, min(length, self._size - start))
+            for start, length in ranges
+            if start < self._size and not self.holds(start, min(length, self._size - start))
+        ]
         merged = coalesce(wanted)
-        self._chunks = list(zip(merged, store.get_ranges(key, merged), strict=True))
+        if merged:
+            chunks = self._store.get_ranges(self._key, merged)
+            # Recorded at the length that came back: a truncated object holds less.
+            self._chunks += [
+                ((start, len(chunk)), chunk)
+                for (start, _), chunk in zip(merged, chunks, strict=True)
+            ]
+
+    def holds(self, offset: int, length: int) -> bool:
+        """Whether ``length`` bytes at ``offset`` have been read."""
+        return any(
+            start <= offset and offset + length <= start + span for (start, span), _ in self._chunks
+        )
 
     def size(self) -> int:
         return self._size
@@ -428,7 +570,6 @@ def encode_manifest(manifest: Manifest) -> bytes:
             {
                 "key": segment.key,
                 "size": segment.size,
-                "header_end": segment.header_end,
                 "index_spans": [list(span) for span in segment.index_spans],
                 "files": {path: dict(identity) for path, identity in segment.files.items()},
                 "schema": segment.schema,
@@ -507,8 +648,6 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
         "is not a segment key",
     )
     size = check.count(item.get("size"), f"{where}.size")
-    header_end = check.count(item.get("header_end"), f"{where}.header_end")
-    check.that(header_end <= size, f"{where}.header_end", "lies past the segment's end")
     spans = check.list(item.get("index_spans"), f"{where}.index_spans")
     check.that(len(spans) == indexes, f"{where}.index_spans", f"has not {indexes} entries")
     index_spans = []
@@ -531,7 +670,7 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
         )
     schema = item.get("schema", "")
     check.that(isinstance(schema, str), f"{where}.schema", "is not a string")
-    return SegmentEntry(key, size, header_end, tuple(index_spans), files, schema)
+    return SegmentEntry(key, size, tuple(index_spans), files, schema)
 
 
 def _is_count(value: object) -> bool:
