@@ -235,3 +235,33 @@ def test_index_log_api_is_the_one_the_dataset_uses(bucket, local_data):
     LakeDataset(location).build_index(INDEXES, progress=False)
     log = IndexLog(open_store(location + "/_bloomskip"))
     assert sorted(log.latest().files()) == sorted(p.name for p in local_data.glob("*.parquet"))
+
+
+def test_adding_one_file_to_two_thousand_rewrites_nothing(tmp_path):
+    import pyarrow as pa
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for number in range(2000):
+        pq.write_table(pa.table({"k": [number, number + 1]}), data / f"part-{number:05d}.parquet")
+    index = tmp_path / "index"
+    LakeDataset(data, index_location=index).build_index(
+        ["k TYPE bloom_filter(0.01)"], progress=False
+    )
+    before = {path: path.stat() for path in index.rglob("*") if path.is_file()}
+    pq.write_table(pa.table({"k": [123456]}), data / "part-99999.parquet")
+    report = LakeDataset(data, index_location=index).build_index(progress=False)
+    after = {path: path.stat() for path in index.rglob("*") if path.is_file()}
+    new = set(after) - set(before)
+    assert report.rebuilt == ["part-99999.parquet"] and len(new) == 2
+    for path, stat in before.items():  # no existing object was rewritten
+        assert (after[path].st_ino, after[path].st_mtime_ns, after[path].st_size) == (
+            stat.st_ino,
+            stat.st_mtime_ns,
+            stat.st_size,
+        )
+    segment = next(path for path in new if path.parent.name == "segments")
+    manifest = next(path for path in new if path.parent.name == "versions")
+    assert report.bytes_written == after[segment].st_size + after[manifest].st_size
+    assert after[segment].st_size < 2048  # that one file's index
+    assert LakeDataset(data, index_location=index).query("k = 123456").num_rows == 1
