@@ -112,14 +112,17 @@ def test_a_killed_worker_is_replaced_and_the_index_is_the_same(
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it
 
 
-def test_a_failed_build_leaves_the_previous_version(lake_data, cluster, small_tasks, tmp_path):
-    _, client = cluster
+@pytest.mark.parametrize("where", ["dask", "processes"])
+def test_a_failed_build_leaves_the_previous_version(
+    where, lake_data, cluster, small_tasks, tmp_path
+):
+    options = {"client": cluster[1]} if where == "dask" else {"jobs": 2}
     index = str(tmp_path / "index")
     LakeDataset(lake_data, index_location=index).build_index(INDEXES, progress=False)
     before = _segments(lake_data, index)
     open_store(lake_data).put("zz-broken.parquet", b"not parquet at all")
     with pytest.raises(BloomskipError, match="zz-broken.parquet"):
-        LakeDataset(lake_data, index_location=index).build_index(progress=False, client=client)
+        LakeDataset(lake_data, index_location=index).build_index(progress=False, **options)
     lake = LakeDataset(lake_data, index_location=index)
     assert lake.latest_manifest().version == 1 and _segments(lake_data, index) == before
     open_store(lake_data).delete("zz-broken.parquet")

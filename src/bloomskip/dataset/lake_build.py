@@ -191,15 +191,20 @@ def _run_on_processes(tasks, jobs, done) -> None:
     context = multiprocessing.get_context(
         "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     )
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-        futures = {pool.submit(run_task, task): number for number, task in enumerate(tasks)}
-        try:
-            for future in as_completed(futures):
-                done(futures[future], future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context)
+    futures = {pool.submit(run_task, task): number for number, task in enumerate(tasks)}
+    try:
+        for future in as_completed(futures):
+            done(futures[future], future.result())
+    except BaseException:
+        # A failed task, or Ctrl-C: stop now rather than after the running tasks finish.
+        # Their segments, if any were written, are unreferenced and vacuum removes them.
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    pool.shutdown(wait=True)
 
 
 def _run_on_dask(tasks, client, done) -> None:
