@@ -112,7 +112,7 @@ def test_a_killed_worker_is_replaced_and_the_index_is_the_same(
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it
 
 
-@pytest.mark.parametrize("where", ["dask", "processes"])
+@pytest.mark.parametrize("where", ["dask", "threads"])
 def test_a_failed_build_leaves_the_previous_version(
     where, lake_data, cluster, small_tasks, tmp_path
 ):

@@ -50,8 +50,8 @@ def register(subparsers) -> None:
         "--jobs",
         type=positive_int,
         metavar="N",
-        help="local processes (segmented index) or threads (sidecar) building the index "
-        "(default: one per CPU); the index is the same bytes for any N",
+        help="threads building the index (default: one per CPU; the C builders run without "
+        "the GIL); the index is the same bytes for any N",
     )
     build.add_argument(
         "--scheduler",

@@ -299,7 +299,8 @@ class LakeDataset:
             indexes: ClickHouse index definitions; None keeps the index's own.
             granule: ``"row-group"`` or rows per granule.
             progress: Show a progress bar (default: only on a terminal).
-            jobs: Local processes running tasks (default: one per CPU; 1: this process).
+            jobs: Threads building each task's granules in this process (default: one per
+                CPU); the C granule builders run without the GIL.
             client: A ``distributed.Client``: its workers run the tasks, reading the data
                 from its storage and writing their segments; only the manifest entries come
                 back. ``jobs`` is then unused.
@@ -421,10 +422,10 @@ class LakeDataset:
     def _build_segments(
         self, todo, prepared, granule, progress, reusable, migrated, jobs, client
     ) -> tuple[list[SegmentEntry], int]:
-        """Plan the files into tasks, run them (here, on local processes, or on Dask), and
+        """Plan the files into tasks, run them (in this process on threads, or on Dask), and
         return their segments in plan order (files migrated from a sidecar first), with the
         bytes the tasks wrote."""
-        from bloomskip.dataset.build import progress_bar, worker_count
+        from bloomskip.dataset.build import progress_bar
         from bloomskip.dataset.lake_build import (
             TASK_MAX_FILES,
             TASK_TARGET_BYTES,
@@ -449,7 +450,10 @@ class LakeDataset:
             schema = _encode_schema(self._unify(schemas, list(kept)))
             segments.append(self.log.write_segment(sidecar, identities, schema))
         remaining = [listed for listed in todo if listed.key not in kept]
-        parallel = client is not None or jobs > 1
+        # Locally, the tasks run one after another on ``jobs`` threads each: the granule
+        # builders run in C without the GIL, and measured faster than one process per task
+        # (benchmarks/distributed_build.py: processes paid their start-up and one thread each).
+        # On Dask, each task runs on one worker thread.
         tasks = [
             BuildTask(
                 self.location,
@@ -458,14 +462,14 @@ class LakeDataset:
                 batch,
                 tuple(prepared),
                 granule,
-                1 if parallel else worker_count(),
+                1 if client is not None else max(1, jobs),
             )
             for batch in plan_tasks(remaining, TASK_TARGET_BYTES, TASK_MAX_FILES)
         ]
         total = sum(listed.info.size for listed in remaining)
         with progress_bar(total, "indexing", progress) as bar:
             bar.unit = "B"
-            results = run_tasks(tasks, jobs=jobs, client=client, progress=bar)
+            results = run_tasks(tasks, client=client, progress=bar)
         written = [result.segment for result in results]
         return segments + written, sum(segment.size for segment in written)
 

@@ -1,4 +1,4 @@
-"""Building a segmented index as a map over tasks: in this process, on all cores, or on Dask.
+"""Building a segmented index as a map over tasks: in this process on all cores, or on Dask.
 
 A build is planned as a list of :class:`BuildTask` (a batch of files, cut in key order by size
 and count, so that the plan is the same however it runs), each task is run where it is
@@ -146,12 +146,11 @@ def run_task(task: BuildTask) -> TaskResult:
     )
 
 
-def run_tasks(tasks: list[BuildTask], *, jobs: int, client=None, progress=None) -> list:
-    """Run ``tasks`` here (``jobs`` 1), on ``jobs`` local processes, or on a Dask ``client``.
+def run_tasks(tasks: list[BuildTask], *, client=None, progress=None) -> list:
+    """Run ``tasks`` in this process (each on its own ``threads``), or on a Dask ``client``.
 
     Args:
         tasks: The plan.
-        jobs: Local processes when there is no client (1: this process).
         client: A ``distributed.Client``; its workers run the tasks.
         progress: A tqdm bar counting bytes; its postfix shows files and rows.
 
@@ -175,36 +174,10 @@ def run_tasks(tasks: list[BuildTask], *, jobs: int, client=None, progress=None) 
 
     if client is not None:
         _run_on_dask(tasks, client, done)
-    elif jobs > 1 and len(tasks) > 1:
-        _run_on_processes(tasks, jobs, done)
     else:
         for number, task in enumerate(tasks):
             done(number, run_task(task))
     return results
-
-
-def _run_on_processes(tasks, jobs, done) -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # forkserver: a child never inherits the driver's threads (pyarrow's pools, a progress bar).
-    context = multiprocessing.get_context(
-        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    )
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context)
-    futures = {pool.submit(run_task, task): number for number, task in enumerate(tasks)}
-    try:
-        for future in as_completed(futures):
-            done(futures[future], future.result())
-    except BaseException:
-        # A failed task, or Ctrl-C: stop now rather than after the running tasks finish.
-        # Their segments, if any were written, are unreferenced and vacuum removes them.
-        processes = list(getattr(pool, "_processes", {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-        raise
-    pool.shutdown(wait=True)
 
 
 def _run_on_dask(tasks, client, done) -> None:
