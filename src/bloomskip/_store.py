@@ -340,7 +340,7 @@ class ObjectStore(Store):
         try:
             self._store = from_url(self.uri, client_options=options, retry_config=_RETRIES)
         except Exception as exc:
-            raise StorageError(f"{self.uri}: {_one_line(exc)}") from exc
+            raise StorageError(f"{self.uri}: {one_line(exc)}") from exc
 
     def _fail(self, action: str, key: str, exc: Exception) -> StorageError:
         errors = self._obstore.exceptions
@@ -348,7 +348,7 @@ class ObjectStore(Store):
         text = str(exc)
         code = re.search(r"<Code>([^<]{1,100})</Code>", text)
         message = re.search(r"<Message>([^<]{1,300})</Message>", text)
-        reason = f"{code.group(1)}: {message.group(1)}" if code and message else _one_line(exc)
+        reason = f"{code.group(1)}: {message.group(1)}" if code and message else one_line(exc)
         if isinstance(exc, errors.NotFoundError | FileNotFoundError) or (
             code and code.group(1) in ("NoSuchBucket", "NoSuchKey")
         ):
@@ -448,7 +448,7 @@ class ObjectStore(Store):
         try:
             filesystem, path = pafs.FileSystem.from_uri(uri)
         except Exception as exc:
-            raise StorageError(f"{self.uri}: {_one_line(exc)}") from exc
+            raise StorageError(f"{self.uri}: {one_line(exc)}") from exc
         return filesystem, path
 
 
@@ -487,6 +487,7 @@ def open_store(location: str | os.PathLike) -> Store:
     return LocalStore(location)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line, at most 300 characters (for a CLI error line)."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."

@@ -367,6 +367,22 @@ def worker_count() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def reuse_entry(old: FileEntry | None, source: SourceFile) -> FileEntry | None:
+    """An indexed file's entry, if it still describes ``source``, with its sections read.
+
+    It is reused when the file's format and identity (size, modification time, footer hash)
+    are unchanged. Its sections are read and verified now: a corrupt one means indexing the
+    file again (None), never reusing bad bits.
+    """
+    if old is None or old.format != source.format or old.identity != source.identity():
+        return None
+    try:
+        payloads = list(old.payloads)
+    except FormatError:
+        return None
+    return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
+
+
 def build_sidecar(
     files: Sequence[SourceFile],
     root: Path,
@@ -403,16 +419,9 @@ def build_sidecar(
     for source in files:
         relative = relative_to(source.path, root)
         old = reusable.files.get(relative) if reusable is not None else None
-        if old is not None and old.format == source.format and old.identity == source.identity():
-            try:
-                # Read (and verify) the reused sections now: a corrupt one means re-indexing.
-                payloads = list(old.payloads)
-            except FormatError:
-                todo.append((source, relative))
-                continue
-            entries[relative] = FileEntry(
-                old.path, old.format, old.identity, old.granule_rows, payloads
-            )
+        entry = reuse_entry(old, source)
+        if entry is not None:
+            entries[relative] = entry
         else:
             todo.append((source, relative))
     total = 0

@@ -32,8 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bloomskip._store import IOStats, ObjectInfo, Store, open_store
-from bloomskip.dataset.lake_build import default_jobs
+from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
 from bloomskip.dataset.manifest import (
     Change,
     IndexLog,
@@ -240,7 +239,7 @@ class LakeDataset:
         try:
             found = self._given_filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
         except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot list {base}: {_one_line(exc)}") from exc
+            raise StorageError(f"cannot list {base}: {one_line(exc)}") from exc
         infos = []
         for item in found:
             if item.type != pafs.FileType.File:
@@ -347,7 +346,9 @@ class LakeDataset:
         written_before = self.log.store.stats.bytes_written
         reusable = self._sidecar_entries(prepared, granule) if manifest is None else {}
         migrated: list[str] = []
-        jobs = default_jobs() if jobs is None else jobs
+        from bloomskip.dataset.build import worker_count
+
+        jobs = worker_count() if jobs is None else jobs
         segments, task_bytes = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
@@ -394,7 +395,7 @@ class LakeDataset:
             return pq.read_schema(source.open())
         except (pa.ArrowException, OSError) as exc:
             raise FormatError(
-                f"cannot read the schema: {_one_line(exc)}",
+                f"cannot read the schema: {one_line(exc)}",
                 field="footer",
                 source=self._uri_of(listed.key),
             ) from exc
@@ -425,7 +426,7 @@ class LakeDataset:
         """Plan the files into tasks, run them (in this process on threads, or on Dask), and
         return their segments in plan order (files migrated from a sidecar first), with the
         bytes the tasks wrote."""
-        from bloomskip.dataset.build import progress_bar
+        from bloomskip.dataset.build import progress_bar, reuse_entry
         from bloomskip.dataset.lake_build import (
             TASK_MAX_FILES,
             TASK_TARGET_BYTES,
@@ -437,7 +438,7 @@ class LakeDataset:
         segments: list[SegmentEntry] = []
         kept = {}
         for listed in todo:
-            entry = self._reused(reusable.get(listed.key), self._source(listed))
+            entry = reuse_entry(reusable.get(listed.key), self._source(listed))
             if entry is not None:
                 kept[listed.key] = (listed, entry)
         if kept:
@@ -502,7 +503,7 @@ class LakeDataset:
                 raise
             except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
                 raise BloomskipError(
-                    f"{self._uri_of(listed.key)}: cannot index it: {_one_line(exc)}"
+                    f"{self._uri_of(listed.key)}: cannot index it: {one_line(exc)}"
                 ) from exc
             entries[listed.key] = entry
             identities[listed.key] = listed.identity
@@ -512,17 +513,6 @@ class LakeDataset:
         segment = self.log.write_segment(sidecar, identities, schema)
         rows = sum(sum(entry.granule_rows) for entry in entries.values())
         return segment, rows
-
-    @staticmethod
-    def _reused(old: FileEntry | None, source: SourceFile) -> FileEntry | None:
-        """A sidecar entry still valid for ``source``, with its sections read and verified."""
-        if old is None or old.identity != source.identity():
-            return None
-        try:
-            payloads = list(old.payloads)
-        except FormatError:
-            return None  # a corrupt section: index the file from its data
-        return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
 
     def _check_types(self, listed: ListedFile, schema, prepared) -> None:
         from bloomskip.dataset.dataset import _index_type_key
@@ -692,7 +682,7 @@ class LakeDataset:
         except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
             raise BloomskipError(
                 f"{self.location}: the schemas of its files cannot be read as one "
-                f"({_one_line(exc)}; files such as {', '.join(keys[:3])})"
+                f"({one_line(exc)}; files such as {', '.join(keys[:3])})"
             ) from exc
 
     def query(
@@ -899,11 +889,6 @@ def _decode_schema(text: str):
 def _snapshot(*stats: IOStats) -> tuple[int, int]:
     seen = {id(item): item for item in stats}.values()
     return sum(item.requests for item in seen), sum(item.bytes_read for item in seen)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 __all__ = ["LakeBuildReport", "LakeDataset", "ListedFile"]

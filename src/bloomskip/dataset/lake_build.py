@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -225,11 +224,3 @@ def connect(address: str, timeout: float = 10.0):
         return Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         raise BloomskipError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
-
-
-def default_jobs() -> int:
-    """One local process per CPU this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
