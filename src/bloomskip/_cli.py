@@ -16,10 +16,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bloomskip.errors import BloomskipError
@@ -130,13 +132,119 @@ def os_errors_as_user_errors(
     return run
 
 
+class WhereFile(str):
+    """The argument of ``--where-file``: a path whose file holds the WHERE (see
+    :func:`where_text`)."""
+
+    __slots__ = ()
+
+
+def where_options(parser: argparse.ArgumentParser, *, repeatable: bool = False) -> None:
+    """Add ``--where PRED`` (``-`` reads it from standard input) and ``--where-file FILE``.
+
+    A WHERE too long for the command line (a 100,000-value ``IN``) comes from a file or a pipe.
+    Both options store into ``args.where`` (``args.predicates`` when ``repeatable``); the
+    handler turns each value into the WHERE text with :func:`where_text`.
+
+    Args:
+        parser: The command's parser.
+        repeatable: Each option may be given several times and neither is required (several
+            predicates, in the order given); otherwise exactly one of them is required.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> where_options(parser)
+        >>> type(parser.parse_args(["--where-file", "w.sql"]).where).__name__
+        'WhereFile'
+    """
+    stdin = "; - reads it from standard input"
+    if repeatable:
+        common = {"dest": "predicates", "action": "append", "default": []}
+        target = parser
+        text_help = "a WHERE predicate (ClickHouse SQL) to evaluate; repeatable" + stdin
+        file_help = "a file holding one WHERE predicate; repeatable"
+    else:
+        common = {"dest": "where"}
+        target = parser.add_mutually_exclusive_group(required=True)
+        text_help = "the WHERE predicate (ClickHouse SQL)" + stdin
+        file_help = "read the WHERE predicate from this file (for one too long to type)"
+    target.add_argument("--where", metavar="PRED", help=text_help, **common)
+    target.add_argument("--where-file", metavar="FILE", type=WhereFile, help=file_help, **common)
+
+
+def where_text(value: str, *, stdin_used: bool = False) -> str:
+    """The WHERE a ``--where`` / ``--where-file`` value (:func:`where_options`) gives.
+
+    Args:
+        value: The option's value: the WHERE itself, a :class:`WhereFile`, or ``-`` (either
+            option) for standard input.
+        stdin_used: Standard input was already read by another option: ``-`` is refused.
+
+    Returns:
+        The WHERE, without surrounding white space.
+
+    Raises:
+        BloomskipError: The file cannot be read or is not UTF-8 text, standard input was read
+            already, or the WHERE read is empty.
+
+    Example:
+        >>> where_text("v = 1")
+        'v = 1'
+        >>> where_text(WhereFile("no/such.sql"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        bloomskip.errors.BloomskipError: cannot read --where-file no/such.sql: No such file ...
+    """
+    if value == "-":
+        origin = "standard input (-)"
+        if stdin_used:
+            raise BloomskipError(f"{origin}: read by another option already")
+        text = sys.stdin.read()
+    elif isinstance(value, WhereFile):
+        origin = f"--where-file {value}"
+        try:
+            with open(value, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise BloomskipError(f"cannot read {origin}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise BloomskipError(
+                f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from exc
+    else:
+        origin, text = "--where", value
+    if not text.strip():
+        raise BloomskipError(f"{origin}: the WHERE is empty")
+    return text.strip()
+
+
+def debug_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--debug``: :func:`run_command` then prints bloomskip's debug log on stderr.
+
+    The generated DuckDB SQL (megabytes for a long ``IN`` over many files) and DuckDB's full
+    error messages go to that log, never into the one-line error.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> debug_option(parser)
+        >>> parser.parse_args(["--debug"]).debug
+        True
+    """
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="also print on stderr the SQL given to DuckDB and DuckDB's full error messages",
+    )
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the command ``args`` selected and return its exit status.
 
     A :class:`~bloomskip.errors.BloomskipError` becomes one line ``bloomskip: error: ...`` on
     stderr and status :data:`EXIT_ERROR`; a closed pipe (``bloomskip ... | head``) ends the
     command quietly with status 0; Ctrl-C prints ``bloomskip: interrupted`` and gives status
-    :data:`EXIT_INTERRUPTED` (130, as for a shell's SIGINT).
+    :data:`EXIT_INTERRUPTED` (130, as for a shell's SIGINT). With ``args.debug``
+    (:func:`debug_option`), the ``bloomskip`` logger's debug messages are printed on stderr.
 
     Args:
         args: The parsed command line; ``args.func`` is the command.
@@ -150,6 +258,11 @@ def run_command(args: argparse.Namespace) -> int:
         >>> run_command(argparse.Namespace(func=fail))  # prints the error line on stderr
         2
     """
+    with _debug_log(getattr(args, "debug", False)):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or EXIT_OK)
     except BloomskipError as exc:
@@ -158,10 +271,66 @@ def run_command(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:
-        # Every write is atomic (a temporary file replaced, or a create-only commit), so an
-        # interrupted command has changed nothing: say so in one line, as a shell expects.
-        print("bloomskip: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _report_interrupt()
+    except Exception as exc:
+        # DuckDB takes the KeyboardInterrupt of a Ctrl-C and raises its own error instead; a
+        # call site that did not turn it back (query.run_query does) still ends in one line.
+        if interrupted(exc):
+            return _report_interrupt()
+        raise
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether DuckDB raised ``exc`` because its query was interrupted (Ctrl-C).
+
+    DuckDB's Python module takes the SIGINT that Python's handler turned into a pending
+    ``KeyboardInterrupt``, stops the query and raises ``duckdb.InterruptException`` or, from a
+    relation's result, ``RuntimeError("Query interrupted")`` (DuckDB 2.0) in its place. The
+    CLI and every DuckDB call site turn these back into the interrupt they are.
+
+    Args:
+        exc: Any exception.
+
+    Returns:
+        True for DuckDB's two forms of an interrupt.
+
+    Example:
+        >>> interrupted(RuntimeError("Query interrupted")), interrupted(ValueError("x"))
+        (True, False)
+    """
+    if type(exc) is RuntimeError and str(exc).startswith("Query interrupted"):
+        return True
+    # Not imported here (``bloomskip --help`` stays light): an error of DuckDB's means that
+    # DuckDB is loaded.
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(exc, duckdb.InterruptException)
+
+
+def _report_interrupt() -> int:
+    # Every write is atomic (a temporary file replaced, or a create-only commit), so an
+    # interrupted command has changed nothing: say so in one line, as a shell expects.
+    print("bloomskip: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _debug_log(enabled: bool) -> Iterator[None]:
+    """While a ``--debug`` command runs, print the ``bloomskip`` logger's messages on stderr."""
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("bloomskip")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("bloomskip: debug: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        # In-process callers (tests, notebooks) get the logger back as it was.
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def warn(message: str) -> None:

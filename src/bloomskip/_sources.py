@@ -141,3 +141,29 @@ def open_fragment(path: str | os.PathLike, file_format: str, filesystem=None) ->
     }
     filesystem = pafs.LocalFileSystem() if filesystem is None else filesystem
     return formats[file_format]().make_fragment(os.fspath(path), filesystem)
+
+
+def plain_types(schema):  # noqa: ANN001, ANN201 - pyarrow schemas
+    """``schema`` with view and large string/binary types as their plain forms.
+
+    Writers differ (deltalake writes ``string_view`` into some files' Arrow schema and not into
+    others; Polars writes large types): the files of one table still hold the same Parquet
+    column, and a scan casts them all to one type.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> plain_types(pa.schema([("s", pa.string_view())])).field("s").type
+        DataType(string)
+    """
+    import pyarrow as pa
+
+    def plain(arrow_type):
+        if pa.types.is_string_view(arrow_type) or pa.types.is_large_string(arrow_type):
+            return pa.string()
+        if pa.types.is_binary_view(arrow_type) or pa.types.is_large_binary(arrow_type):
+            return pa.binary()
+        return arrow_type
+
+    return pa.schema(
+        [item.with_type(plain(item.type)) for item in schema], metadata=schema.metadata
+    )

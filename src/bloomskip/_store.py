@@ -166,6 +166,10 @@ class Store(ABC):
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         """Every object whose key starts with ``prefix``, in key order, from one listing."""
 
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether any object's key starts with ``prefix`` (``"_delta_log/"``), cheaply."""
+        return bool(self.list(prefix))
+
     @abstractmethod
     def get(self, key: str) -> bytes:
         """The whole object ``key``; :class:`StorageError` if it does not exist."""
@@ -218,6 +222,11 @@ class LocalStore(Store):
 
     def _path(self, key: str) -> Path:
         return self.root / key if key else self.root
+
+    def has_prefix(self, prefix: str) -> bool:
+        if prefix.endswith("/"):
+            return self._path(prefix.rstrip("/")).is_dir()
+        return super().has_prefix(prefix)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         base, _, _ = prefix.rpartition("/")
@@ -386,6 +395,20 @@ class ObjectStore(Store):
             raise self._fail("list", prefix, exc) from exc
         self.stats.count("list", max(pages, 1))
         return sorted(found, key=lambda item: item.key)
+
+    def has_prefix(self, prefix: str) -> bool:
+        if not prefix.endswith("/"):
+            return super().has_prefix(prefix)
+        directory = prefix.rstrip("/")
+        try:
+            # The first page answers it: one request, whatever the number of objects below.
+            for page in self._obstore.list(self._store, prefix=directory or None, chunk_size=1):
+                self.stats.count("list")
+                return any(meta["path"].startswith(prefix) for meta in page)
+        except Exception as exc:
+            raise self._fail("list", prefix, exc) from exc
+        self.stats.count("list")
+        return False
 
     def get(self, key: str) -> bytes:
         try:

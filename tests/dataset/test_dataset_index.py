@@ -54,10 +54,72 @@ def test_rebuild_reindexes_only_new_or_changed_files(fresh: Path) -> None:
     assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
 
 
-def test_changed_definitions_rebuild_everything(fresh: Path) -> None:
+def test_definitions_given_again_keep_every_index(fresh: Path) -> None:
+    """Issue 17: a build with some definitions used to drop the others without a word."""
+    before = read_sidecar(fresh / "_bloomskip.index")
     report = Dataset(fresh).build_index(INDEXES[:2], progress=False)
+    assert report.rebuilt == []
+    assert read_sidecar(report.sidecar).indexes == before.indexes
+
+
+def test_a_new_index_is_added_and_only_it_is_computed(fresh: Path) -> None:
+    before = read_sidecar(fresh / "_bloomskip.index")
+    extra = "INDEX v_bf v TYPE bloom_filter(0.1)"
+    report = Dataset(fresh).build_index([extra], progress=False)
+    after = read_sidecar(report.sidecar)
+    assert [spec.definition for spec in after.indexes][: len(INDEXES)] == [
+        spec.definition for spec in before.indexes
+    ]
+    assert after.indexes[-1].definition == "INDEX v_bf v TYPE bloom_filter(0.1) GRANULARITY 1"
+    # The old sections are the same bytes; the new index equals a build of it alone.
+    Dataset(fresh, sidecar=fresh.parent / "alone.index").build_index([extra], progress=False)
+    alone = read_sidecar(fresh.parent / "alone.index")
+    for name, entry in after.files.items():
+        assert list(entry.payloads)[:-1] == list(before.files[name].payloads)
+        assert list(entry.payloads)[-1] == list(alone.files[name].payloads)[0]
+    assert _ids(Dataset(fresh), "v > 0.5 AND k = 13") == _full_scan_ids(fresh, "v > 0.5 AND k = 13")
+
+
+def test_a_changed_definition_needs_replace(fresh: Path) -> None:
+    changed = "INDEX k_bf k TYPE bloom_filter(0.2)"
+    with pytest.raises(BloomskipError, match="give --replace"):
+        Dataset(fresh).build_index([changed], progress=False)
+    report = Dataset(fresh).build_index([changed], replace=True, progress=False)
     assert len(report.rebuilt) == 3
-    assert len(read_sidecar(report.sidecar).indexes) == 2
+    definitions = [spec.definition for spec in read_sidecar(report.sidecar).indexes]
+    assert definitions[0] == "INDEX k_bf k TYPE bloom_filter(0.2) GRANULARITY 1"
+    assert len(definitions) == len(INDEXES)
+    with pytest.raises(BloomskipError, match="granule"):
+        Dataset(fresh).build_index(None, granule=100, progress=False)
+    assert Dataset(fresh).build_index(None, granule=100, replace=True, progress=False).rebuilt
+
+
+def test_two_builds_at_once_keep_both_indexes(dataset_dir: Path, tmp_path: Path) -> None:
+    import threading
+
+    directory = tmp_path / "data"
+    shutil.copytree(dataset_dir, directory)
+    errors = []
+
+    def build(definition: str) -> None:
+        try:
+            Dataset(directory).build_index([definition], progress=False)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=build, args=(text,))
+        for text in ("INDEX k_bf k TYPE bloom_filter", "INDEX s_tok s TYPE tokenbf_v1(512, 2, 0)")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    names = {
+        spec.definition.split()[1] for spec in read_sidecar(directory / "_bloomskip.index").indexes
+    }
+    assert names == {"k_bf", "s_tok"}
 
 
 def test_changed_file_is_scanned_and_answered_correctly(fresh: Path) -> None:
@@ -192,7 +254,7 @@ def test_bad_definitions_are_user_errors(fresh: Path) -> None:
 KILL_SCRIPT = """
 import sys
 from bloomskip.dataset import Dataset
-Dataset(sys.argv[1]).build_index([sys.argv[2]], progress=False)
+Dataset(sys.argv[1]).build_index([sys.argv[2]], replace=True, progress=False)
 """
 
 
@@ -223,7 +285,7 @@ def test_sigkill_during_build_leaves_old_index_or_none(tmp_path: Path) -> None:
         if current == old:
             outcomes.add("old")
         else:
-            assert current.indexes[0].definition.startswith("INDEX s s TYPE tokenbf_v1(65536")
+            assert current.indexes[-1].definition.startswith("INDEX s s TYPE tokenbf_v1(65536")
             outcomes.add("new")
             old = current
     assert "old" in outcomes, outcomes
@@ -317,3 +379,29 @@ def test_an_index_no_predicate_can_use_is_warned_about() -> None:
     assert warning.startswith("index 'INDEX") and "can never be used" in warning
     assert "\n" not in warning
     assert never_used_warnings(prepare_index("k TYPE bloom_filter", schema)) == []
+
+
+def test_status_and_dropping_one_index(fresh: Path) -> None:
+    dataset = Dataset(fresh)
+    status = dataset.status()
+    assert status["files"] == status["files_indexed"] == 3
+    assert [item["definition"].split()[1] for item in status["indexes"]] == [
+        text.split()[1] for text in INDEXES
+    ]
+    assert all(item["bytes"] > 0 for item in status["indexes"])
+    before = read_sidecar(fresh / "_bloomskip.index")
+    dataset.drop_index("s_tok")
+    after = read_sidecar(fresh / "_bloomskip.index")
+    names = [spec.definition.split()[1] for spec in before.indexes]
+    assert [spec.definition.split()[1] for spec in after.indexes] == [
+        name for name in names if name != "s_tok"
+    ]
+    dropped = names.index("s_tok")
+    for name, entry in after.files.items():
+        old = list(before.files[name].payloads)
+        assert list(entry.payloads) == old[:dropped] + old[dropped + 1 :]
+    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
+    pq.write_table(make_table(300, 98, 20_000), fresh / "part-9.parquet", row_group_size=64)
+    assert Dataset(fresh).status()["not_indexed"] == ["part-9.parquet"]
+    with pytest.raises(BloomskipError, match="no index named"):
+        Dataset(fresh).drop_index("s_tok")

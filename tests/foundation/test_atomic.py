@@ -108,7 +108,7 @@ def test_a_symlinked_sidecar_index_stays_a_link(tmp_path: Path) -> None:
     index = dataset.sidecar_path
     index.rename(store / "shared.index")
     _link(index, store / "shared.index")
-    Dataset(data).build_index(["user_id TYPE bloom_filter(0.05)"])
+    Dataset(data).build_index(["user_id TYPE bloom_filter(0.05)"], replace=True)
     assert index.is_symlink()
     (spec,) = read_sidecar(store / "shared.index").indexes
     assert "0.05" in spec.definition

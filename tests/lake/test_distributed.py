@@ -159,3 +159,47 @@ def test_a_local_sidecar_build_refuses_a_client(tmp_path, cluster):
     write_dataset(data, [(40, 10)])
     with pytest.raises(BloomskipError, match="index_location"):
         Dataset(data).build_index(INDEXES[:1], progress=False, client=cluster[1])
+
+
+# A worker process whose Python cannot import bloomskip (as on a cluster where it was not
+# installed): the import is blocked before the worker starts.
+WORKER_WITHOUT_BLOOMSKIP = """
+import sys
+sys.modules["bloomskip"] = None
+from distributed.cli.dask_worker import main
+sys.argv = ["dask-worker", sys.argv[1], "--nthreads", "1", "--no-nanny", "--no-dashboard",
+            "--host", "127.0.0.1"]
+main()
+"""
+
+
+def test_workers_without_bloomskip_give_a_one_line_error(lake_data, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(
+        n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as local:
+        worker = subprocess.Popen(
+            [sys.executable, "-c", WORKER_WITHOUT_BLOOMSKIP, local.scheduler_address],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with Client(local) as client:
+                client.wait_for_workers(1, timeout=60)
+                with pytest.raises(BloomskipError, match="install the same bloomskip") as caught:
+                    LakeDataset(lake_data).build_index(INDEXES, progress=False, client=client)
+                assert "\n" not in str(caught.value)
+            assert main(
+                ["index", "build", lake_data, "--index", INDEXES[0], "--scheduler",
+                 local.scheduler_address]
+            ) == 2  # fmt: skip
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "bloomskip" in err, err
+        finally:
+            worker.kill()
+            worker.wait()
+    assert LakeDataset(lake_data).latest_manifest() is None  # nothing was committed

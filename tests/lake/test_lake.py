@@ -17,7 +17,7 @@ from dataset_fixtures import INDEXES, write_dataset
 from lake_fixtures import upload
 from test_dataset_query_corpus import PREDICATES, _oracle, _sample_keys
 
-from bloomskip import Dataset, FormatError
+from bloomskip import BloomskipError, Dataset, FormatError
 from bloomskip._store import open_store
 from bloomskip.cli import main
 from bloomskip.dataset.lake import LakeDataset
@@ -265,3 +265,29 @@ def test_adding_one_file_to_two_thousand_rewrites_nothing(tmp_path):
     assert report.bytes_written == after[segment].st_size + after[manifest].st_size
     assert after[segment].st_size < 2048  # that one file's index
     assert LakeDataset(data, index_location=index).query("k = 123456").num_rows == 1
+
+
+@pytest.mark.parametrize("lake_location", ["s3", "local"], indirect=True)
+def test_definitions_are_added_replaced_and_dropped_by_name(lake_location, local_data, tmp_path):
+    lake = _lake(lake_location, tmp_path)
+    lake.build_index(INDEXES[:2], progress=False)
+    report = lake.build_index([INDEXES[3]], progress=False)
+    names = [spec.definition.split()[1] for spec in lake.latest_manifest().indexes]
+    assert names == ["k_bf", "s_tok", "d_bf"] and len(report.rebuilt) == 3
+    with pytest.raises(BloomskipError, match="give --replace"):
+        lake.build_index(["INDEX k_bf k TYPE bloom_filter(0.3)"], progress=False)
+    lake.build_index(["INDEX k_bf k TYPE bloom_filter(0.3)"], replace=True, progress=False)
+    segments_before = {segment.key for segment in lake.latest_manifest().segments}
+    lake.drop_index("s_tok")
+    manifest = lake.latest_manifest()
+    assert [spec.definition.split()[1] for spec in manifest.indexes] == ["k_bf", "d_bf"]
+    assert {segment.key for segment in manifest.segments} == segments_before  # nothing rewritten
+    files = sorted(str(p) for p in local_data.glob("*.parquet"))
+    keys = _sample_keys(local_data)
+    for where in (f"k = {keys['k0']}", "d = 'nope'", "hasToken(s, 'timeout')"):
+        explanation = lake.explain(where)
+        assert not explanation.warnings, explanation.warnings
+        got = lake.run(explanation, where, ["id"]).column("id").to_pylist()
+        assert sorted(got) == _oracle(files, where)[0], where
+    with pytest.raises(BloomskipError, match="no index named 'nope'"):
+        lake.drop_index("nope")

@@ -198,7 +198,7 @@ def test_a_pyarrow_filesystem_lists_and_reads_the_data(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["index", "status", "{data}"], "give --index-location"),
+        (["index", "compact", "{data}"], "give --index-location"),
         (["index", "status", "{data}/a.parquet", "--index-location", "{tmp}/i"], "not one object"),
         (["index", "status", "az://acct/container/x"], "abfs://"),
     ],

@@ -1,7 +1,7 @@
 """``bloomskip clickhouse …``: the command group, and ``simulate``'s parser and output.
 
 ``simulate DATA --index "DDL" [--index ...] [--index-granularity 8192] [--where PRED ...]
-[--emit DIR] [--codec LZ4|NONE] [--column-type col=Type ...] [--json]``
+[--where-file FILE ...] [--emit DIR] [--codec LZ4|NONE] [--column-type col=Type ...] [--json]``
 
 DATA is Parquet, Arrow IPC (file or stream) or CSV; :func:`bloomskip.clickhouse.simulate.
 simulate_file` does the work. ``--json`` prints ``{"rows", "data_granules", "indexes": [{"name",
@@ -24,7 +24,7 @@ import argparse
 import sys
 from typing import Any
 
-from bloomskip._cli import EXIT_OK, positive_int, print_json, warn
+from bloomskip._cli import EXIT_OK, positive_int, print_json, warn, where_options, where_text
 
 # Cheap: the library module imports pyarrow and the index machinery only when it runs.
 from bloomskip.clickhouse.simulate import DEFAULT_INDEX_GRANULARITY, Simulation, simulate_file
@@ -77,14 +77,7 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
         metavar="ROWS",
         help="rows per data granule (MergeTree index_granularity, default %(default)s)",
     )
-    parser.add_argument(
-        "--where",
-        dest="predicates",
-        action="append",
-        default=[],
-        metavar="PRED",
-        help="a WHERE predicate (ClickHouse SQL) to evaluate; repeatable",
-    )
+    where_options(parser, repeatable=True)
     parser.add_argument(
         "--column-type",
         dest="column_types",
@@ -118,10 +111,14 @@ def simulate_command(args: argparse.Namespace) -> int:
         IndexDefinitionError: An index ClickHouse would reject.
         ConditionError: A predicate that is not valid SQL.
     """
+    predicates = [
+        where_text(value, stdin_used="-" in args.predicates[:number])
+        for number, value in enumerate(args.predicates)
+    ]
     simulation = simulate_file(
         args.data,
         args.indexes,
-        args.predicates,
+        predicates,
         index_granularity=args.index_granularity,
         column_types=_parse_column_types(args.column_types),
         emit=args.emit,
@@ -134,7 +131,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_as_json(simulation))
     else:
-        _print_table(simulation, args.predicates)
+        _print_table(simulation, predicates)
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ false-positive rate at or above ``--saturation-fpr``) with parameters that would
 
 ``explain PART_DIR --table-sql FILE --where PRED [--index NAME] [--json]`` evaluates each index
 alone, as ``EXPLAIN indexes = 1`` counts it: data granules (marks) kept, their numbers and rows.
+``--where -`` reads the predicate from standard input, ``--where-file FILE`` from a file.
 JSON: ``{"indexes": [{"name", "type", "granules_total", "granules_selected", "selected",
 "rows_selected"}]}``.
 
@@ -22,7 +23,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bloomskip._cli import EXIT_OK, print_json, probability
+from bloomskip._cli import EXIT_OK, print_json, probability, where_options, where_text
 from bloomskip.errors import BloomskipError, PartCommandError
 
 if TYPE_CHECKING:  # kept out of the import path: registering the commands must stay cheap
@@ -69,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "index alone, and list the data granules it keeps.",
     )
     _add_part_arguments(explain)
-    explain.add_argument("--where", required=True, metavar="PRED", help="the WHERE predicate")
+    where_options(explain)
     explain.set_defaults(func=explain_command)
 
 
@@ -175,13 +176,15 @@ def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict
 
 def explain_command(args: argparse.Namespace) -> int:
     """Handler of ``bloomskip clickhouse explain``; returns the exit status."""
+    # Standard input can hold the table's DDL (--table-sql -) or the WHERE, not both.
+    where = where_text(args.where, stdin_used=args.table_sql == "-")
     part = _open_part(args)
-    report = explain_part(part, args.where, args.index)
+    report = explain_part(part, where, args.index)
     if args.json:
         print_json(report)
         return EXIT_OK
     print(f"part {part.path} ({part.part_type}, {part.rows} rows, {part.granule_count} granules)")
-    print(f"WHERE {args.where}")
+    print(f"WHERE {where}")
     for entry in report["indexes"]:
         print(
             f"  {entry['name']} ({entry['type']}): {entry['granules_selected']}/"

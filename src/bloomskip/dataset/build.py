@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
-from bloomskip.dataset.sources import SourceFile, read_layout
+from bloomskip.dataset.sources import OpenedParquet, SourceFile, open_parquet, read_layout
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
 from bloomskip.errors import BloomskipError, FormatError
 
@@ -143,6 +146,127 @@ def prepare_index(
     return PreparedIndex(spec, definition, tuple(columns), arrow_types)
 
 
+def resolve_granule(requested: str | int | None, existing: str | int | None, replace: bool):
+    """The granule of a build: the one given, else the index's own, else ``"row-group"``.
+
+    Raises:
+        BloomskipError: The one given differs from the index's own without ``replace`` (all
+            indexes would be rebuilt), or it is not a granule.
+
+    Example:
+        >>> resolve_granule(None, 8192, False)
+        8192
+    """
+    if requested is None:
+        return existing if existing is not None else ROW_GROUP
+    granule = parse_granule(requested)
+    if existing is not None and granule != existing and not replace:
+        raise BloomskipError(
+            f"the index's granule is {existing}; --granule {granule} rebuilds every index of "
+            "it: give --replace"
+        )
+    return granule
+
+
+@contextmanager
+def build_lock(sidecar: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the sidecar's folder while a build reads and rewrites it.
+
+    A second build of the same sidecar waits, then starts from what the first wrote; readers
+    never wait (the sidecar is replaced atomically). Where the folder cannot be locked (a
+    file system without ``flock``), the build runs unlocked.
+
+    Example:
+        >>> with build_lock(Path("logs/_bloomskip.index")):  # doctest: +SKIP
+        ...     pass
+    """
+    import fcntl
+
+    try:
+        descriptor = os.open(sidecar.parent if str(sidecar.parent) else ".", os.O_RDONLY)
+    except OSError:
+        yield  # a missing folder: the write reports it
+        return
+    try:
+        with suppress(OSError):  # not supported here: unlocked, as before
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def merge_indexes(
+    existing: Sequence[PreparedIndex], requested: Sequence[PreparedIndex], replace: bool = False
+) -> list[PreparedIndex]:
+    """The indexes a build with ``requested`` definitions makes of an index holding ``existing``.
+
+    Definitions are matched by index name: a new name is added (after the existing ones), the
+    same name with the same definition is kept, and the same name with another definition
+    replaces the old one only with ``replace``.
+
+    Args:
+        existing: The index's current definitions, in order.
+        requested: The definitions given to the build.
+        replace: Let a definition replace the existing one of its name.
+
+    Returns:
+        The merged definitions, in order.
+
+    Raises:
+        BloomskipError: A name given twice with different definitions, or an existing name
+            with a new definition without ``replace``.
+
+    Example:
+        >>> [item.definition.name for item in merge_indexes(old, new)]  # doctest: +SKIP
+        ['user_id', 'msg']
+    """
+    merged = list(existing)
+    position = {item.definition.name: number for number, item in enumerate(merged)}
+    given: dict[str, PreparedIndex] = {}
+    for item in requested:
+        name = item.definition.name
+        if name in given and given[name].spec != item.spec:
+            raise BloomskipError(
+                f"index {name!r} is given twice: {given[name].spec.definition} and "
+                f"{item.spec.definition}"
+            )
+        given[name] = item
+        if name not in position:
+            position[name] = len(merged)
+            merged.append(item)
+        elif merged[position[name]].spec != item.spec:
+            if not replace:
+                raise BloomskipError(
+                    f"index {name!r} exists as {merged[position[name]].spec.definition}; "
+                    f"give --replace to rebuild it as {item.spec.definition}"
+                )
+            merged[position[name]] = item
+    return merged
+
+
+def index_name(definition: str) -> str:
+    """The name of a stored index, from its definition (``INDEX name …``).
+
+    Example:
+        >>> index_name("INDEX k_bf k TYPE bloom_filter GRANULARITY 1")
+        'k_bf'
+    """
+    return definition.split(None, 2)[1]
+
+
+def index_number(specs: Sequence[IndexSpec], name: str) -> int:
+    """The position of the index called ``name``.
+
+    Raises:
+        BloomskipError: There is none (the names there are listed).
+    """
+    for number, spec in enumerate(specs):
+        if index_name(spec.definition) == name:
+            return number
+    names = ", ".join(index_name(spec.definition) for spec in specs) or "none"
+    raise BloomskipError(f"no index named {name!r} (indexes: {names})")
+
+
 def never_used_warnings(prepared: PreparedIndex) -> list[str]:
     """One line per index column no predicate can ever use the index for.
 
@@ -175,6 +299,7 @@ def iter_granules(
     columns: Sequence[str],
     granule: str | int,
     missing_types: dict | None = None,
+    opened: OpenedParquet | None = None,
 ) -> Iterator:
     """Yield a ``pyarrow.Table`` of ``columns`` for each granule of a file, in order.
 
@@ -188,6 +313,7 @@ def iter_granules(
         missing_types: Arrow type of each column a file may lack: such a column is read as
             NULLs (as DuckDB's ``union_by_name`` scan reads it). A lacking column not listed
             here is an error.
+        opened: The Parquet file already opened (:func:`open_parquet`).
 
     Yields:
         One table per granule (a row group, a record batch, or ``granule`` rows; the last one of
@@ -199,7 +325,7 @@ def iter_granules(
     """
     import pyarrow as pa
 
-    units = _iter_units(source, list(columns), missing_types)
+    units = _iter_units(source, list(columns), missing_types, opened)
     if granule == ROW_GROUP:
         yield from units
         return
@@ -215,26 +341,14 @@ def iter_granules(
         yield carry
 
 
-def _iter_units(source: SourceFile, columns: list[str], missing_types: dict | None) -> Iterator:
+def _iter_units(source: SourceFile, columns: list[str], missing_types, opened) -> Iterator:
     import pyarrow as pa
 
     if source.format == "parquet":
-        import pyarrow.parquet as pq
-
-        parquet = pq.ParquetFile(source.open())
-        present = set(parquet.schema_arrow.names)
-        absent = [name for name in columns if name not in present]
-        if absent and not all(name in (missing_types or {}) for name in absent):
-            raise BloomskipError(f"{source.path}: no column {', '.join(map(repr, absent))}")
-        read = [name for name in columns if name in present]
-        for group in range(parquet.num_row_groups):
-            table = parquet.read_row_group(group, columns=read)
-            for name in absent:
-                table = table.append_column(
-                    pa.field(name, missing_types[name]),
-                    pa.nulls(table.num_rows, missing_types[name]),
-                )
-            yield table.select(columns)
+        load = _RowGroupLoader(opened or open_parquet(source), columns, missing_types)
+        for group in range(load.groups):
+            # Read on this one thread: pyarrow's pool decodes the columns in parallel.
+            yield load(group, use_threads=True)
         return
     with pa.memory_map(str(source.path)) as handle:
         reader = pa.ipc.open_file(handle)
@@ -292,6 +406,7 @@ def build_file(
     executor: ThreadPoolExecutor,
     max_in_flight: int,
     on_rows: Callable[[int], None],
+    opened: OpenedParquet | None = None,
 ) -> FileEntry:
     """Index one file.
 
@@ -303,6 +418,8 @@ def build_file(
         executor: Pool the granule builds run on.
         max_in_flight: Granules read but not yet built, at most (bounds memory).
         on_rows: Called with the row count of each finished granule (progress).
+        opened: The Parquet file already opened (:func:`open_parquet`), so that its footer is
+            not read again; opened here when None.
 
     Returns:
         The file's sidecar entry. Zero-row granules (empty row groups) get no payload: they are
@@ -311,7 +428,9 @@ def build_file(
     Raises:
         BloomskipError: From the engine, for data its types cannot hash.
     """
-    identity = source.identity()
+    if source.format == "parquet" and opened is None:
+        opened = open_parquet(source)
+    identity = opened.identity if opened is not None else source.identity()
     columns = sorted({name for prepared in indexes for name in prepared.columns})
     granule_rows: list[int] = []
     parts: list[list[bytes]] = [[] for _ in indexes]
@@ -319,6 +438,9 @@ def build_file(
 
     def collect(future) -> None:
         rows, payloads = future.result()
+        granule_rows.append(rows)
+        if rows == 0:
+            return  # an empty row group: no payload, never read, always skipped
         for store, payload in zip(parts, payloads, strict=True):
             store.append(payload)
         on_rows(rows)
@@ -328,23 +450,68 @@ def build_file(
         for prepared in indexes
         for name, arrow_type in zip(prepared.columns, prepared.arrow_types, strict=False)
     }
-    for table in iter_granules(source, columns, granule, types):
-        granule_rows.append(table.num_rows)
-        if table.num_rows == 0:
-            continue
-        in_flight.append(executor.submit(_build_one, table, indexes))
+    if granule == ROW_GROUP and source.format == "parquet":
+        # Each row group is read and built on the pool's threads: pyarrow's Parquet decoding
+        # and the C granule builders both run without the GIL, so N threads use N cores.
+        load = _RowGroupLoader(opened, columns, types)
+        units = (partial(_load_and_build, load, group, indexes) for group in range(load.groups))
+    else:
+        units = (
+            partial(_build_one, table, indexes)
+            for table in iter_granules(source, columns, granule, types, opened)
+        )
+    for unit in units:
+        in_flight.append(executor.submit(unit))
         while len(in_flight) >= max_in_flight:
             collect(in_flight.popleft())
     while in_flight:
         collect(in_flight.popleft())
-    if source.identity() != identity:
+    if not (opened.unchanged() if opened is not None else source.identity() == identity):
         raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
     payloads = [b"".join(store) for store in parts]
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads)
 
 
-def _build_one(table, indexes: Sequence[PreparedIndex]) -> tuple[int, list[bytes]]:
+def _build_one(table, indexes: Sequence[PreparedIndex]) -> tuple[int, list[bytes] | None]:
+    if table.num_rows == 0:
+        return 0, None
     return table.num_rows, granule_payloads(table, indexes)
+
+
+def _load_and_build(load, group: int, indexes) -> tuple[int, list[bytes] | None]:
+    return _build_one(load(group), indexes)
+
+
+class _RowGroupLoader:
+    """Reads one row group of ``columns`` per call, from any thread: each thread has its own
+    reader over the footer parsed once (a Parquet reader is not shared between threads)."""
+
+    def __init__(self, opened: OpenedParquet, columns: list[str], missing_types: dict) -> None:
+        self.opened = opened
+        self.groups = opened.metadata.num_row_groups
+        present = set(opened.schema.names)
+        absent = [name for name in columns if name not in present]
+        if absent and not all(name in (missing_types or {}) for name in absent):
+            raise BloomskipError(f"{opened.source.path}: no column {', '.join(map(repr, absent))}")
+        self.columns, self.read, self.absent = columns, [c for c in columns if c in present], absent
+        self.missing_types = missing_types
+        self._local = threading.local()
+
+    def __call__(self, group: int, use_threads: bool = False):
+        import pyarrow as pa
+
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = self.opened.reader()
+        # Called on the build's threads, one row group each, pyarrow's own pool would only
+        # oversubscribe the cores.
+        table = reader.read_row_group(group, columns=self.read, use_threads=use_threads)
+        for name in self.absent:
+            arrow_type = self.missing_types[name]
+            table = table.append_column(
+                pa.field(name, arrow_type), pa.nulls(table.num_rows, arrow_type)
+            )
+        return table.select(self.columns)
 
 
 def progress_bar(total_rows: int, description: str, enabled: bool | None = None):
@@ -383,6 +550,24 @@ def reuse_entry(old: FileEntry | None, source: SourceFile) -> FileEntry | None:
     return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
 
 
+def select_indexes(entry: FileEntry, numbers: list[int]) -> FileEntry:
+    """``entry`` with the sections of its indexes ``numbers``, in that order."""
+    payloads = [entry.payloads[number] for number in numbers]
+    return FileEntry(entry.path, entry.format, entry.identity, entry.granule_rows, payloads)
+
+
+def _splice(old: FileEntry, built: FileEntry, specs, old_number) -> FileEntry:
+    """One entry from the reused sections of ``old`` and the newly built ones of ``built``
+    (which holds, in order, the indexes ``old`` lacks)."""
+    if list(old.granule_rows) != list(built.granule_rows) or old.identity != built.identity:
+        raise BloomskipError(f"{old.path}: changed while it was being indexed; build again")
+    fresh = iter(built.payloads)
+    payloads = [
+        old.payloads[old_number[spec]] if spec in old_number else next(fresh) for spec in specs
+    ]
+    return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
+
+
 def build_sidecar(
     files: Sequence[SourceFile],
     root: Path,
@@ -399,8 +584,8 @@ def build_sidecar(
         root: The dataset's root directory; the sidecar names files relative to it.
         indexes: The indexes to build.
         granule: ``"row-group"`` or rows per granule.
-        previous: The current sidecar; its entries are reused only when it has the same index
-            definitions and granule and the file's identity is unchanged.
+        previous: The current sidecar; a file's section of an index is reused when the sidecar
+            holds that index with the same granule and the file's identity is unchanged.
         show_progress: Force the progress bar on or off (default: on a terminal only).
         jobs: Threads building granules (default: one per CPU); the granule builders run in C
             without the GIL, and the bytes do not depend on the count.
@@ -411,19 +596,24 @@ def build_sidecar(
     from pyarrow import ArrowException
 
     specs = [prepared.spec for prepared in indexes]
-    reusable = previous if previous is not None and previous.indexes == specs else None
-    if reusable is not None and reusable.granule != granule:
-        reusable = None
+    # Each index's sections are reused per file: a build that adds an index reads the files
+    # for the new one only.
+    reusable = previous if previous is not None and previous.granule == granule else None
+    old_number = {spec: n for n, spec in enumerate(reusable.indexes)} if reusable else {}
     entries: dict[str, FileEntry] = {}
+    kept: dict[str, FileEntry] = {}
     todo: list[tuple[SourceFile, str]] = []
+    missing = [prepared for prepared in indexes if prepared.spec not in old_number]
     for source in files:
         relative = relative_to(source.path, root)
         old = reusable.files.get(relative) if reusable is not None else None
-        entry = reuse_entry(old, source)
+        entry = reuse_entry(old, source) if old_number else None
+        if entry is not None and not missing:
+            entries[relative] = select_indexes(entry, [old_number[spec] for spec in specs])
+            continue
         if entry is not None:
-            entries[relative] = entry
-        else:
-            todo.append((source, relative))
+            kept[relative] = entry
+        todo.append((source, relative))
     total = 0
     for source, _ in todo:
         try:
@@ -436,10 +626,18 @@ def build_sidecar(
         ThreadPoolExecutor(max_workers=workers) as executor,
     ):
         for source, relative in todo:
+            old = kept.get(relative)
             try:
-                entries[relative] = build_file(
-                    source, relative, indexes, granule, executor, 2 * workers, bar.update
+                built = build_file(
+                    source,
+                    relative,
+                    missing if old is not None else indexes,
+                    granule,
+                    executor,
+                    2 * workers,
+                    bar.update,
                 )
+                entries[relative] = built if old is None else _splice(old, built, specs, old_number)
             except BloomskipError:
                 raise
             except (ArrowException, KeyError, ValueError, OSError) as exc:

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import argparse
 
-from bloomskip._cli import EXIT_OK, count, positive_int, print_json, warn
+from bloomskip._cli import (
+    EXIT_OK,
+    count,
+    debug_option,
+    positive_int,
+    print_json,
+    warn,
+    where_options,
+    where_text,
+)
 from bloomskip.errors import BloomskipError
 
 
@@ -36,13 +45,20 @@ def register(subparsers) -> None:
         default=[],
         metavar="DEFINITION",
         help='e.g. "user_id TYPE bloom_filter(0.01)" or "msg TYPE tokenbf_v1(8192, 3, 0)"; '
-        "repeatable; omit to refresh the existing index",
+        "repeatable; added to the index's own definitions (an index of the same name and "
+        "definition is kept); omit to refresh the existing index",
     )
     build.add_argument(
         "--granule",
-        default="row-group",
         metavar="row-group|ROWS",
-        help="granule: a Parquet row group / Arrow record batch (default) or a row count",
+        help="granule: a Parquet row group / Arrow record batch or a row count (default: the "
+        "index's own, else row-group)",
+    )
+    build.add_argument(
+        "--replace",
+        action="store_true",
+        help="let an --index replace the index's definition of the same name (and --granule "
+        "its granule); without it such a change is an error",
     )
     build.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
     _index_location_option(build)
@@ -66,6 +82,9 @@ def register(subparsers) -> None:
         default=None,
         help="progress bar (default: on a terminal only)",
     )
+    build.add_argument(
+        "--json", action="store_true", help="print the build report as one JSON object"
+    )
     build.set_defaults(func=_build)
     _register_maintenance(index_commands)
 
@@ -78,16 +97,36 @@ def register(subparsers) -> None:
         "prunes row groups (docs/queries.md).",
     )
     query.add_argument("dataset", metavar="DATASET")
-    query.add_argument("--where", required=True, metavar="PRED")
+    where_options(query)
     query.add_argument("--select", metavar="COLS", help="comma-separated columns (default: all)")
     query.add_argument("--limit", type=count(0), metavar="N")
-    query.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
+    query.add_argument(
+        "--format",
+        default="table",
+        choices=("table", "csv", "json", "parquet"),
+        help="rows as a table, CSV, JSON lines or Parquet; with --explain: text (table) or "
+        "one JSON object (json)",
+    )
+    query.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="same as --format json"
+    )
     query.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     query.add_argument(
         "--explain", action="store_true", help="print what each index skips; do not run"
     )
+    debug_option(query)
     query.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
     _index_location_option(query)
+    snapshot = query.add_argument_group(
+        "table snapshots", "for a Delta or Iceberg DATASET (default: its newest snapshot)"
+    )
+    snapshot.add_argument("--version", type=count(0), metavar="N", help="a Delta version")
+    snapshot.add_argument("--snapshot-id", type=int, metavar="ID", help="an Iceberg snapshot id")
+    snapshot.add_argument(
+        "--as-of",
+        metavar="TIMESTAMP",
+        help="the newest snapshot at or before this ISO-8601 time (2026-11-30T12:00:00Z)",
+    )
     query.set_defaults(func=_query)
 
     demo = subparsers.add_parser(
@@ -111,9 +150,12 @@ def _index_location_option(parser: argparse.ArgumentParser) -> None:
 def _register_maintenance(index_commands) -> None:
     status = index_commands.add_parser(
         "status",
-        help="show a segmented index: version, segments, files covered, stale and missing files",
+        help="show an index: definitions and bytes, files covered, stale and missing files "
+        "(a segmented index's version and segments too)",
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    listing = index_commands.add_parser("list", help="list an index's definitions")
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
     compact = index_commands.add_parser("compact", help="merge a segmented index's small segments")
     vacuum = index_commands.add_parser(
         "vacuum", help="delete old versions and segments no recent version references"
@@ -128,25 +170,39 @@ def _register_maintenance(index_commands) -> None:
         metavar="SECONDS",
         help="never delete an object younger than this (default 3600: a build in progress)",
     )
-    drop = index_commands.add_parser("drop", help="delete a segmented index")
-    for parser, handler in ((status, _status), (compact, _compact), (vacuum, _vacuum)):
+    drop = index_commands.add_parser(
+        "drop", help="remove one index by NAME, or (without NAME) the whole index"
+    )
+    for parser, handler in ((compact, _compact), (vacuum, _vacuum)):
         parser.add_argument("dataset", metavar="DATASET")
         _index_location_option(parser)
         parser.set_defaults(func=handler)
+    for parser, handler in ((status, _status), (listing, _list)):
+        parser.add_argument("dataset", metavar="DATASET")
+        parser.add_argument("--sidecar", metavar="PATH", help="a sidecar index file")
+        _index_location_option(parser)
+        parser.set_defaults(func=handler)
     drop.add_argument("dataset", metavar="DATASET")
+    drop.add_argument("name", nargs="?", metavar="NAME", help="the index to remove")
+    drop.add_argument("--sidecar", metavar="PATH", help="a sidecar index file")
     _index_location_option(drop)
     drop.set_defaults(func=_drop)
 
 
 def _lake(args: argparse.Namespace):
     from bloomskip.dataset.lake import LakeDataset
+    from bloomskip.dataset.tables import table_format
 
+    if table_format(args.dataset) is not None:
+        from bloomskip.dataset.table_dataset import TableDataset
+
+        return TableDataset(args.dataset, index_location=args.index_location)
     # A URI (an object store, or an unknown scheme that open_store names) has its index beside.
     if args.index_location is None and "://" not in args.dataset:
         raise BloomskipError(
             f"{args.dataset}: index {args.index_command} works on a segmented index: give "
-            "--index-location for a local dataset (its sidecar file is rebuilt by index build "
-            "and described by query --explain)"
+            "--index-location for a local dataset (its sidecar file is one file: index status "
+            "and index drop describe and edit it)"
         )
     return LakeDataset(args.dataset, index_location=args.index_location)
 
@@ -154,7 +210,14 @@ def _lake(args: argparse.Namespace):
 def _dataset(args: argparse.Namespace):
     from bloomskip.dataset.dataset import Dataset
 
-    return Dataset(args.dataset, sidecar=args.sidecar, index_location=args.index_location)
+    return Dataset(
+        args.dataset,
+        sidecar=args.sidecar,
+        index_location=args.index_location,
+        version=getattr(args, "version", None),
+        snapshot_id=getattr(args, "snapshot_id", None),
+        as_of=getattr(args, "as_of", None),
+    )
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -168,6 +231,7 @@ def _build(args: argparse.Namespace) -> int:
         report = dataset.build_index(
             args.index or None,
             granule=args.granule,
+            replace=args.replace,
             progress=args.progress,
             jobs=args.jobs,
             client=client,
@@ -177,7 +241,9 @@ def _build(args: argparse.Namespace) -> int:
             client.close()
     for warning in report.warnings:
         warn(warning)
-    if hasattr(report, "version"):
+    if args.json:
+        print_json(_build_json(report))
+    elif hasattr(report, "version"):
         print(
             f"{report.index}: version {report.version}, {report.files} files, "
             f"{len(report.rebuilt)} (re)indexed, {len(report.removed)} removed, "
@@ -191,25 +257,70 @@ def _build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _build_json(report) -> dict:
+    """The fields of a ``BuildReport`` (sidecar) or ``LakeBuildReport`` (segmented index)."""
+    if hasattr(report, "version"):
+        return {
+            "index_layout": "segmented",
+            "index": str(report.index),
+            "version": report.version,
+            "files": report.files,
+            "files_reindexed": report.rebuilt,
+            "files_reindexed_from_sidecar": report.migrated,
+            "files_removed": report.removed,
+            "segments_written": report.segments_written,
+            "bytes_written": report.bytes_written,
+            "warnings": report.warnings,
+        }
+    return {
+        "index_layout": "sidecar",
+        "index": str(report.sidecar),
+        "files": report.files,
+        "files_reindexed": report.rebuilt,
+        "index_bytes": report.index_bytes,
+        "warnings": report.warnings,
+    }
+
+
 def _status(args: argparse.Namespace) -> int:
-    status = _lake(args).status()
+    status = _dataset(args).status()
     if args.json:
         print_json(status)
         return EXIT_OK
-    if status["version"] is None:
+    if not status["indexes"] and status.get("version") is None:
         print(f"{status['index']}: no index ({status['files']} files)")
         return EXIT_OK
-    print(
-        f"{status['index']}: version {status['version']}, {len(status['segments'])} segments, "
-        f"{status['segment_bytes']:,} bytes; {status['files_indexed']}/{status['files']} files "
-        f"indexed, {len(status['stale'])} stale, {len(status['missing'])} missing, "
-        f"{len(status['not_indexed'])} not indexed"
+    coverage = (
+        f"{status['files_indexed']}/{status['files']} files indexed, {len(status['stale'])} "
+        f"stale, {len(status['missing'])} missing, {len(status['not_indexed'])} not indexed"
     )
+    if status.get("version") is None:
+        print(f"{status['index']}: {status['index_bytes']:,} bytes; {coverage}")
+    else:
+        print(
+            f"{status['index']}: version {status['version']}, {len(status['segments'])} "
+            f"segments, {status['segment_bytes']:,} bytes; {coverage}"
+        )
     for index in status["indexes"]:
         print(f"  {index['definition']}: {index['bytes']:,} bytes")
     for kind in ("stale", "missing", "not_indexed"):
         for key in status[kind]:
             print(f"  {kind.replace('_', ' ')}: {key}")
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.build import index_name
+
+    status = _dataset(args).status()
+    indexes = [{"name": index_name(item["definition"]), **item} for item in status["indexes"]]
+    if args.json:
+        print_json({"index": status["index"], "granule": status["granule"], "indexes": indexes})
+        return EXIT_OK
+    if not indexes:
+        print(f"{status['index']}: no index")
+    for item in indexes:
+        print(f"{item['name']}\t{item['definition']}\t{item['bytes']:,} bytes")
     return EXIT_OK
 
 
@@ -232,23 +343,41 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _drop(args: argparse.Namespace) -> int:
-    print(f"deleted {_lake(args).drop()} objects")
+    dataset = _dataset(args)
+    if args.name is not None:
+        dataset.drop_index(args.name)
+        print(f"{args.name}: removed")
+        return EXIT_OK
+    if not hasattr(dataset, "drop"):
+        path = dataset.sidecar_path
+        if not path.exists():
+            raise BloomskipError(f"no index at {path}")
+        path.unlink()
+        print(f"deleted {path}")
+        return EXIT_OK
+    print(f"deleted {dataset.drop()} objects")
     return EXIT_OK
 
 
 def _query(args: argparse.Namespace) -> int:
     from bloomskip.dataset.lake import LakeDataset
-    from bloomskip.dataset.report import explain_text, write_output
+    from bloomskip.dataset.report import explain_json, explain_text, write_output
     from bloomskip.dataset.translate import referenced_columns
 
+    if args.explain and args.format not in ("table", "json"):
+        raise BloomskipError(
+            f"--explain prints text (--format table) or one JSON object (--format json), "
+            f"not {args.format}"
+        )
+    where = where_text(args.where)
     dataset = _dataset(args)
     if args.explain and isinstance(dataset, LakeDataset):
         # Its pruning reads no footer; --explain reads the survivors' to tell their bytes.
-        result = dataset.explain(args.where, describe_data=True)
+        result = dataset.explain(where, describe_data=True)
     else:
-        result = dataset.explain(args.where)
+        result = dataset.explain(where)
     if args.explain:
-        read_columns = referenced_columns(args.where)
+        read_columns = referenced_columns(where)
         selected = []
         if args.select:
             # The select list is comma-separated expressions: as a tuple it parses as one.
@@ -262,11 +391,14 @@ def _query(args: argparse.Namespace) -> int:
             )
         # Bytes are counted over the columns read: all of them when there is no --select.
         columns = read_columns + [c for c in selected if c not in read_columns] if selected else []
-        print(explain_text(result, columns))
+        if args.format == "json":
+            print_json(explain_json(result, columns))
+        else:
+            print(explain_text(result, columns))
         return EXIT_OK
     # Run first: a WHERE the exact path refuses is one error line, not a warning per index
     # that could not use it followed by the error.
-    table = dataset.run(result, args.where, args.select, args.limit)
+    table = dataset.run(result, where, args.select, args.limit)
     for warning in result.warnings:
         warn(warning)
     write_output(table, args.format, args.output)

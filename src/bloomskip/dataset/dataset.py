@@ -116,6 +116,14 @@ class Dataset:
             ``LakeDataset``.
         filesystem: A pyarrow or fsspec filesystem to read the data through; gives a
             ``LakeDataset``.
+        version: A Delta table's version to query (default: the newest).
+        snapshot_id: An Iceberg table's snapshot to query (default: the current one).
+        as_of: An ISO-8601 timestamp: query the table's newest snapshot at or before it.
+
+    A folder holding ``_delta_log/`` (a Delta table) or Iceberg ``metadata/``, and
+    ``iceberg://CATALOG/NAMESPACE.TABLE``, give a
+    :class:`~bloomskip.dataset.table_dataset.TableDataset`: its files are the snapshot's, never
+    whatever the folder holds (docs/tables.md).
 
     Raises:
         BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
@@ -138,17 +146,41 @@ class Dataset:
         *,
         index_location: str | os.PathLike | None = None,
         filesystem=None,
+        version: int | None = None,
+        snapshot_id: int | None = None,
+        as_of: str | None = None,
     ):
-        # Object storage (or an index kept elsewhere) is served by the segmented index:
-        # the same explain / query / build_index calls, on a LakeDataset.
+        # A Delta or Iceberg table, object storage, or an index kept elsewhere is served by the
+        # segmented index: the same explain / query / build_index calls, on a LakeDataset.
         from bloomskip._store import is_object_uri
+        from bloomskip.dataset.tables import table_format
+        from bloomskip.errors import BloomskipError
 
+        at_snapshot = version is not None or snapshot_id is not None or as_of is not None
+        if filesystem is None and table_format(path) is not None:
+            if sidecar is not None:
+                raise BloomskipError(
+                    f"{os.fspath(path)}: a table's index is segmented; give index_location "
+                    "(--index-location) rather than a sidecar file"
+                )
+            from bloomskip.dataset.table_dataset import TableDataset
+
+            return TableDataset(
+                path,
+                version=version,
+                snapshot_id=snapshot_id,
+                as_of=as_of,
+                index_location=index_location,
+            )
+        if at_snapshot:
+            raise BloomskipError(
+                f"{os.fspath(path)}: --version, --snapshot-id and --as-of select a snapshot of "
+                "a Delta or Iceberg table; this is not one"
+            )
         if is_object_uri(os.fspath(path)) or index_location is not None or filesystem is not None:
             from bloomskip.dataset.lake import LakeDataset
 
             if sidecar is not None:
-                from bloomskip.errors import BloomskipError
-
                 raise BloomskipError(
                     "a sidecar file is for a local dataset; an object-store dataset's index is "
                     "given with index_location (--index-location)"
@@ -163,6 +195,9 @@ class Dataset:
         *,
         index_location: str | os.PathLike | None = None,
         filesystem=None,
+        version: int | None = None,
+        snapshot_id: int | None = None,
+        as_of: str | None = None,
     ) -> None:
         path = _local_path(path)
         self.path = os.fspath(path)
@@ -378,7 +413,8 @@ class Dataset:
         self,
         indexes: Sequence[str] | None = None,
         *,
-        granule: str | int = "row-group",
+        granule: str | int | None = None,
+        replace: bool = False,
         progress: bool | None = None,
         jobs: int | None = None,
         client=None,
@@ -386,9 +422,15 @@ class Dataset:
         """Build or refresh the sidecar index, re-indexing only new or changed files.
 
         Args:
-            indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``.
-                None keeps the definitions (and granule) of the existing sidecar.
-            granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule.
+            indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``,
+                added to the sidecar's own (see :func:`~bloomskip.dataset.build.merge_indexes`;
+                only the new ones are computed for files already indexed). None or empty:
+                refresh the existing definitions.
+            granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule;
+                default: the sidecar's, else ``"row-group"``. Another granule than the
+                sidecar's rebuilds every index, so it needs ``replace``.
+            replace: Let a definition replace the sidecar's definition of the same name, and a
+                new granule replace its granule.
             progress: Show a progress bar (default: only on a terminal).
             jobs: Threads building granules (default: one per CPU); the sidecar is the same
                 bytes for any count.
@@ -399,39 +441,55 @@ class Dataset:
             A :class:`BuildReport`.
 
         Raises:
-            BloomskipError: Bad definitions, no definitions and no sidecar, data the engine
+            BloomskipError: Bad definitions, no definitions and no sidecar, a definition or
+                granule that differs from the sidecar's without ``replace``, data the engine
                 cannot hash, or a sidecar location that cannot be written.
+
+        Two builds of one sidecar at once take turns (a lock on its folder): the second
+        starts from what the first wrote, so neither loses the other's indexes.
 
         Example:
             >>> Dataset("logs/").build_index(["msg TYPE tokenbf_v1(8192, 3, 0)"]).rebuilt
             ['part-0.parquet', 'part-1.parquet']
         """
+        from bloomskip.dataset.build import build_lock
+
+        with build_lock(self.sidecar_path):
+            return self._build_locked(indexes, granule, replace, progress, jobs, client)
+
+    def _build_locked(self, indexes, granule, replace, progress, jobs, client) -> BuildReport:
         from bloomskip.dataset.build import (
             build_sidecar,
+            merge_indexes,
             never_used_warnings,
-            parse_granule,
             prepare_index,
+            resolve_granule,
         )
         from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
         try:
             previous = self.load_sidecar()
-        except FormatError:
-            previous = None  # a corrupt sidecar is simply rebuilt
+        except FormatError as exc:
+            if not indexes:
+                raise BloomskipError(
+                    f"the index {self.sidecar_path} is corrupt ({exc}); give its --index "
+                    "definitions to build it again"
+                ) from exc
+            previous = None  # a corrupt sidecar is rebuilt from the definitions given
         schema = self.schema
         conflicts = self.schema_conflicts()
         if indexes is None or len(indexes) == 0:
             if previous is None:
                 raise BloomskipError("no --index given and no existing index to refresh")
-            prepared = [
-                prepare_index(spec.definition, schema, dict(spec.column_types), conflicts)
-                for spec in previous.indexes
-            ]
-            granule = previous.granule
-        else:
-            prepared = [prepare_index(text, schema, None, conflicts) for text in indexes]
-            granule = parse_granule(granule)
+            indexes = ()
+        existing = [
+            prepare_index(spec.definition, schema, dict(spec.column_types), conflicts)
+            for spec in (previous.indexes if previous is not None else ())
+        ]
+        requested = [prepare_index(text, schema, None, conflicts) for text in indexes]
+        prepared = merge_indexes(existing, requested, replace)
+        granule = resolve_granule(granule, previous.granule if previous else None, replace)
         if client is not None:
             raise BloomskipError(
                 "a build on Dask writes a segmented index: give the dataset an index_location "
@@ -443,6 +501,7 @@ class Dataset:
         if (
             rebuilt
             or previous is None
+            or list(previous.indexes) != [item.spec for item in prepared]
             or previous.format_version != FORMAT_VERSION  # upgraded to the current format
             or len(previous.files) != len(sidecar.files)
         ):
@@ -457,6 +516,79 @@ class Dataset:
             self.sidecar_path.stat().st_size,
             [warning for item in prepared for warning in never_used_warnings(item)],
         )
+
+    def status(self) -> dict:
+        """The sidecar's state: definitions, files indexed, stale and missing files, bytes.
+
+        Returns:
+            A JSON-ready dict with the fields of ``LakeDataset.status`` that a sidecar has
+            (``bloomskip index status --json``): ``index``, ``granule``, ``files``,
+            ``files_indexed``, ``stale``, ``missing``, ``not_indexed``, ``indexes`` (each with
+            its ``definition`` and ``bytes``), ``index_bytes``.
+
+        Raises:
+            FormatError: The sidecar is corrupt (named, with the field).
+        """
+        from bloomskip.dataset.prune import CHANGED, file_states
+        from bloomskip.dataset.sidecar import SectionPayloads
+
+        sidecar = self.load_sidecar()
+        states = file_states(self.files, self.root, sidecar)
+        present = {state.relative_path for state in states}
+        entries = sidecar.files if sidecar is not None else {}
+
+        def section_bytes(entry, number: int) -> int:
+            if isinstance(entry.payloads, SectionPayloads):
+                return entry.payloads.span(number)[2]
+            return len(entry.payloads[number])
+
+        return {
+            "index": str(self.sidecar_path),
+            "version": None,
+            "granule": sidecar.granule if sidecar is not None else None,
+            "files": len(states),
+            "files_indexed": sum(state.entry is not None for state in states),
+            "stale": sorted(s.relative_path for s in states if s.status == CHANGED),
+            "missing": sorted(name for name in entries if name not in present),
+            "not_indexed": sorted(
+                s.relative_path for s in states if s.entry is None and s.status != CHANGED
+            ),
+            "indexes": [
+                {
+                    "definition": spec.definition,
+                    "bytes": sum(section_bytes(entry, number) for entry in entries.values()),
+                }
+                for number, spec in enumerate(sidecar.indexes if sidecar is not None else ())
+            ],
+            "index_bytes": self.sidecar_path.stat().st_size if sidecar is not None else 0,
+        }
+
+    def drop_index(self, name: str) -> None:
+        """Remove one index from the sidecar; the others are kept as they are (no file is read).
+
+        Args:
+            name: The index's name (``INDEX name …``; a definition without one is named by its
+                expression).
+
+        Raises:
+            BloomskipError: No sidecar, or no index of that name (the names are listed).
+        """
+        from bloomskip.dataset.build import build_lock, index_number, select_indexes
+        from bloomskip.dataset.sidecar import Sidecar, write_sidecar
+        from bloomskip.errors import BloomskipError
+
+        with build_lock(self.sidecar_path):
+            sidecar = self.load_sidecar()
+            if sidecar is None:
+                raise BloomskipError(f"no index at {self.sidecar_path}")
+            number = index_number(sidecar.indexes, name)
+            kept = [n for n in range(len(sidecar.indexes)) if n != number]
+            files = {path: select_indexes(entry, kept) for path, entry in sidecar.files.items()}
+            indexes = [spec for n, spec in enumerate(sidecar.indexes) if n != number]
+            try:
+                write_sidecar(Sidecar(sidecar.granule, indexes, files), self.sidecar_path)
+            except OSError as exc:
+                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
 
     def explain(self, where: str) -> Explanation:
         """Prune: which row groups may hold rows matching ``where``, and why.

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,7 @@ class LakeDataset:
             self._filesystem, self._base = None, None
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
+        self._connection = None
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -203,10 +205,10 @@ class LakeDataset:
             BloomskipError: An object under the prefix is not a Parquet file by its name.
             StorageError: The prefix cannot be listed.
         """
-        files = []
         nested = self._index_prefix
         versions: list[int] | None = [] if nested is not None else None
         self._listed_segments = set() if nested is not None else None
+        data = []
         for info in self._list_data():
             key = info.key
             if nested is not None and key.startswith(nested):
@@ -217,6 +219,15 @@ class LakeDataset:
                 elif is_segment_key(inner):
                     self._listed_segments.add(inner)
                 continue
+            data.append(info)
+        return self._data_files(data), sorted(versions) if versions is not None else None
+
+    def _data_files(self, listing: list[ObjectInfo]) -> list[ListedFile]:
+        """The dataset's files among the objects listed under its prefix (the index's own
+        objects excepted)."""
+        files = []
+        for info in listing:
+            key = info.key
             if any(part.startswith(("_", ".")) for part in key.split("/")):
                 continue  # ignored as pyarrow.dataset ignores them (_SUCCESS, .crc, _delta_log)
             if not key.lower().endswith(PARQUET_SUFFIXES):
@@ -227,7 +238,7 @@ class LakeDataset:
             files.append(ListedFile(key, info))
         if not files:
             raise BloomskipError(f"{self.location}: the dataset holds no Parquet file")
-        return files, sorted(versions) if versions is not None else None
+        return files
 
     def _list_data(self) -> list[ObjectInfo]:
         if self._given_filesystem is None:
@@ -281,7 +292,8 @@ class LakeDataset:
         self,
         indexes: Sequence[str] | None = None,
         *,
-        granule: str | int = ROW_GROUP,
+        granule: str | int | None = None,
+        replace: bool = False,
         progress: bool | None = None,
         jobs: int | None = None,
         client=None,
@@ -290,13 +302,16 @@ class LakeDataset:
 
         The files are planned into tasks (batches of about 1 GiB, in key order); each task
         writes one new segment, and no existing segment is rewritten. Files gone from the
-        prefix leave the index. With other definitions (or granule) than the index has, every
-        file is indexed again. The plan does not depend on ``jobs`` or ``client``: the segments
-        are the same bytes however the build runs.
+        prefix leave the index. When the definitions change (an index added or replaced, a
+        new granule), every file is indexed again. The plan does not depend on ``jobs`` or
+        ``client``: the segments are the same bytes however the build runs.
 
         Args:
-            indexes: ClickHouse index definitions; None keeps the index's own.
-            granule: ``"row-group"`` or rows per granule.
+            indexes: ClickHouse index definitions, added to the index's own (see
+                :func:`~bloomskip.dataset.build.merge_indexes`); None or empty: refresh.
+            granule: ``"row-group"`` or rows per granule; default: the index's own.
+            replace: Let a definition replace the index's definition of the same name, and a
+                new granule replace its granule.
             progress: Show a progress bar (default: only on a terminal).
             jobs: Threads building each task's granules in this process (default: one per
                 CPU); the C granule builders run without the GIL.
@@ -308,16 +323,17 @@ class LakeDataset:
             A :class:`LakeBuildReport`.
 
         Raises:
-            BloomskipError: Bad definitions, no definitions and no index, a column whose type
+            BloomskipError: Bad definitions, no definitions and no index, a definition or
+                granule that differs from the index's without ``replace``, a column whose type
                 differs between files, data the engine cannot hash.
             CommitConflictError: Another build changed the definitions meanwhile.
             StorageError: The index location cannot be written.
         """
-        from bloomskip.dataset.build import never_used_warnings, parse_granule
+        from bloomskip.dataset.build import never_used_warnings
 
         files, versions = self.list_files()
         manifest = self.latest_manifest(versions)
-        prepared, granule = self._prepare(indexes, granule, manifest, files, parse_granule)
+        prepared, granule = self._prepare(indexes, granule, replace, manifest, files)
         specs = tuple(item.spec for item in prepared)
         same = manifest is not None and (manifest.indexes, manifest.granule) == (specs, granule)
         covered = manifest.files() if same else {}
@@ -326,12 +342,7 @@ class LakeDataset:
             existing = self._present_segments()
             covered = {key: item for key, item in covered.items() if item[0].key in existing}
         warnings = [warning for item in prepared for warning in never_used_warnings(item)]
-        unverifiable = [listed for listed in files if listed.identity is None]
-        warnings += [
-            f"{self._uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
-            "rewrite could not be detected (it is always scanned)"
-            for listed in unverifiable
-        ]
+        warnings += [self._unverifiable(listed) for listed in files if listed.identity is None]
         todo = [
             listed
             for listed in files
@@ -352,11 +363,18 @@ class LakeDataset:
         segments, task_bytes = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
-        if not segments and not removed and same and len(covered) == len(manifest.files()):
+        table = self._table_record()
+        unchanged = same and len(covered) == len(manifest.files()) and manifest.table == table
+        if not segments and not removed and unchanged:
             version = manifest.version
         else:
             change = Change(
-                granule, specs, segments, replace_all=not same, removed=frozenset(removed)
+                granule,
+                specs,
+                segments,
+                replace_all=not same,
+                removed=frozenset(removed),
+                table=table,
             )
             version = self.log.commit(change).version
         return LakeBuildReport(
@@ -371,20 +389,33 @@ class LakeDataset:
             migrated,
         )
 
-    def _prepare(self, indexes, granule, manifest, files, parse_granule):
-        from bloomskip.dataset.build import prepare_index
+    def _unverifiable(self, listed: ListedFile) -> str:
+        """Why a file whose listing gives no identity is left unindexed."""
+        return (
+            f"{self._uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
+            "rewrite could not be detected (it is always scanned)"
+        )
 
-        if not indexes:
-            if manifest is None:
-                raise BloomskipError("no --index given and no existing index to refresh")
-            schema = self._read_schema(files[0])
-            prepared = [
-                prepare_index(spec.definition, schema, dict(spec.column_types))
-                for spec in manifest.indexes
-            ]
-            return prepared, manifest.granule
+    def _table_record(self) -> dict | None:
+        """The table snapshot a build covers (see ``Manifest.table``): none for plain files."""
+        return None
+
+    def _prepare(self, indexes, granule, replace, manifest, files):
+        """The merged definitions and the granule of a build (see ``build.merge_indexes``)."""
+        from bloomskip.dataset.build import merge_indexes, prepare_index, resolve_granule
+
+        if not indexes and manifest is None:
+            raise BloomskipError("no --index given and no existing index to refresh")
         schema = self._read_schema(files[0])
-        return [prepare_index(text, schema) for text in indexes], parse_granule(granule)
+        existing = [
+            prepare_index(spec.definition, schema, dict(spec.column_types))
+            for spec in (manifest.indexes if manifest is not None else ())
+        ]
+        requested = [prepare_index(text, schema) for text in indexes or ()]
+        prepared = merge_indexes(existing, requested, replace)
+        return prepared, resolve_granule(
+            granule, manifest.granule if manifest is not None else None, replace
+        )
 
     def _read_schema(self, listed: ListedFile) -> pa.Schema:
         import pyarrow as pa
@@ -487,17 +518,20 @@ class LakeDataset:
         import pyarrow as pa
 
         from bloomskip.dataset.build import build_file
+        from bloomskip.dataset.sources import open_parquet
 
         entries: dict[str, FileEntry] = {}
         identities: dict[str, dict] = {}
         schemas: list[pa.Schema] = []
         for listed in files:
             source = self._source(listed)
-            schema = self._read_schema(listed)
-            self._check_types(listed, schema, prepared)
             try:
+                # One open and one footer read serve the schema, the identity and the reads.
+                opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
+                schema = opened.schema
+                self._check_types(listed, schema, prepared)
                 entry = build_file(
-                    source, listed.key, prepared, granule, executor, max_in_flight, _ignore
+                    source, listed.key, prepared, granule, executor, max_in_flight, _ignore, opened
                 )
             except BloomskipError:
                 raise
@@ -610,7 +644,7 @@ class LakeDataset:
         from bloomskip.dataset.prune import CHANGED, INDEXED, NOT_INDEXED, FileState
         from bloomskip.dataset.sources import read_layout
 
-        covered = manifest.files() if manifest is not None else {}
+        covered = self._coverage(files, manifest)
         useful = self._useful_indexes(manifest, where) if manifest is not None else []
         opened: dict[str, Sidecar | None] = {}
         states = []
@@ -638,6 +672,10 @@ class LakeDataset:
                 layout = read_layout(source)
             states.append(FileState(source, listed.key, layout, entry, status))
         return states
+
+    def _coverage(self, files, manifest: Manifest | None) -> dict:
+        """Per file key, the segment that covers it and the identity it was indexed at."""
+        return manifest.files() if manifest is not None else {}
 
     def _open_segment(self, segment: SegmentEntry, useful, indexes, warnings) -> Sidecar | None:
         try:
@@ -677,8 +715,12 @@ class LakeDataset:
     def _unify(self, schemas: list, keys: list[str]) -> pa.Schema:
         import pyarrow as pa
 
+        from bloomskip._sources import plain_types
+
         try:
-            return pa.unify_schemas(schemas, promote_options="permissive")
+            return pa.unify_schemas(
+                [plain_types(schema) for schema in schemas], promote_options="permissive"
+            )
         except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
             raise BloomskipError(
                 f"{self.location}: the schemas of its files cannot be read as one "
@@ -709,30 +751,53 @@ class LakeDataset:
 
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB)."""
+        return self._run_on(explanation, where, columns, limit, None)
+
+    def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
         import duckdb
 
         from bloomskip.dataset.prune import surviving_dataset
-        from bloomskip.dataset.query import connect, select_list
-        from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds
+        from bloomskip.dataset.query import (
+            REWRITER_LIMIT,
+            connect,
+            interrupting_on_sigint,
+            select_list,
+        )
+        from bloomskip.dataset.translate import (
+            clickhouse_to_duckdb,
+            column_kinds,
+            conjunctions_under_or,
+        )
 
         schema = explanation.schema_source()
         kinds = column_kinds(schema)
         condition = clickhouse_to_duckdb(where, kinds)
         projection = select_list(columns, kinds)
-        data = surviving_dataset(explanation, schema)
+        data = surviving_dataset(explanation, schema, table_files)
         suffix = "" if limit is None else f" LIMIT {int(limit)}"
-        connection = connect()
+        owned = None
+        if conjunctions_under_or(where) >= REWRITER_LIMIT:
+            # DuckDB's rewriter is quadratic on such WHEREs, and the setting is database-wide.
+            connection = owned = connect({"disabled_optimizers": "expression_rewriter"})
+        else:
+            if self._connection is None:
+                self._connection = connect()  # kept: connecting costs ~10 ms per query
+            connection = self._connection
+        cursor = connection.cursor()  # its own view names
+        sql = f"SELECT {projection} FROM bloomskip_dataset WHERE {condition}{suffix}"
+        logging.getLogger("bloomskip.dataset.query").debug("DuckDB SQL: %s", sql)
         try:
-            connection.register("bloomskip_dataset", data)
-            return connection.sql(
-                f"SELECT {projection} FROM bloomskip_dataset WHERE {condition}{suffix}"
-            ).to_arrow_table()
-        except duckdb.Error as exc:
+            with interrupting_on_sigint(cursor):
+                cursor.register("bloomskip_dataset", data)
+                return cursor.sql(sql).to_arrow_table()
+        except (duckdb.Error, RuntimeError) as exc:  # RuntimeError: DuckDB's interrupt
             from bloomskip.dataset.query import _rejected
 
             raise _rejected(where, exc) from exc
         finally:
-            connection.close()
+            cursor.close()
+            if owned is not None:
+                owned.close()
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -860,6 +925,25 @@ class LakeDataset:
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and unreferenced segments (see ``IndexLog.vacuum``)."""
         return self.log.vacuum(keep_versions, min_age_seconds)
+
+    def drop_index(self, name: str) -> int:
+        """Remove one index: a new version lists the others over the same segments (nothing
+        is rewritten; a vacuum later reclaims nothing, since the parts stay in their segments).
+
+        Args:
+            name: The index's name.
+
+        Returns:
+            The version committed.
+
+        Raises:
+            BloomskipError: No index, or none of that name (the names are listed).
+        """
+        manifest = self.latest_manifest()
+        if manifest is None:
+            raise BloomskipError(f"no index at {self.index_location}")
+        change = Change(manifest.granule, manifest.indexes, drop=name)
+        return self.log.commit(change).version
 
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""

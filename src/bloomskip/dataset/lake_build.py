@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bloomskip._store import one_line
 from bloomskip.errors import BloomskipError
 
 #: A task covers about this many bytes of Parquet. Each task writes one segment, and a query
@@ -179,10 +180,32 @@ def run_tasks(tasks: list[BuildTask], *, client=None, progress=None) -> list:
     return results
 
 
+def _check_workers(client) -> None:
+    """Fail at once, in one line, when a worker cannot import bloomskip.
+
+    Such a worker cannot even unpickle a task: distributed drops the message and the task
+    would wait forever. The probe is a builtin (``exec`` of an import), which any worker
+    unpickles, so its ``ImportError`` comes back.
+
+    Raises:
+        BloomskipError: A worker lacks bloomskip (the worker is named).
+    """
+    answers = client.run(exec, "import bloomskip.dataset.lake_build", on_error="return")
+    for worker, answer in sorted(answers.items()):
+        if isinstance(answer, BaseException):
+            raise BloomskipError(
+                f"the Dask worker {worker} cannot run bloomskip's build "
+                f"({type(answer).__name__}: {one_line(answer)}); install the same bloomskip "
+                "on every worker"
+            )
+
+
 def _run_on_dask(tasks, client, done) -> None:
     import secrets
 
     from distributed import as_completed
+
+    _check_workers(client)
 
     # Keys of their own: two builds sharing a client never share a task.
     build = secrets.token_hex(4)

@@ -41,7 +41,7 @@ from bloomskip.dataset.sidecar import (
     decode_sidecar_from,
     encode_sidecar,
 )
-from bloomskip.errors import CommitConflictError, FormatError, StorageError
+from bloomskip.errors import BloomskipError, CommitConflictError, FormatError, StorageError
 
 MANIFEST_FORMAT = "bloomskip-manifest"
 MANIFEST_VERSION = 1
@@ -88,12 +88,15 @@ class Manifest:
         granule: ``"row-group"`` or a row count, as in a sidecar.
         indexes: The index definitions every segment holds, in order.
         segments: The live segments, in commit order.
+        table: For a Delta or Iceberg table, the newest snapshot a build covered
+            (``TableSnapshot.record()``: format, snapshot, sequence); None for plain files.
     """
 
     version: int
     granule: str | int
     indexes: tuple[IndexSpec, ...]
     segments: tuple[SegmentEntry, ...]
+    table: Mapping[str, int | str] | None = None
 
     def files(self) -> dict[str, tuple[SegmentEntry, Identity]]:
         """Every covered file: its segment and the identity it was indexed at."""
@@ -117,6 +120,9 @@ class Change:
             change is applied to, it still lives in one of these segment keys.
         replace_all: A rebuild with new definitions: the new segments replace every old one.
         removed: Files to drop from the index (they no longer exist).
+        table: The table snapshot the build covered (see ``Manifest.table``).
+        drop: The name of an index to remove: the segments stay as they are, the new version
+            just no longer lists that index or its parts.
     """
 
     granule: str | int
@@ -125,12 +131,17 @@ class Change:
     only_if_in: frozenset[str] | None = None
     replace_all: bool = False
     removed: frozenset[str] = frozenset()
+    table: Mapping[str, int | str] | None = None
+    drop: str | None = None
 
     def apply(self, base: Manifest | None) -> Manifest:
         """The manifest this change makes of ``base`` (``None``: there is no index yet)."""
         number = 1 if base is None else base.version + 1
+        if self.drop is not None:
+            return _without_index(base, self.drop, number)
+        table = self._newer_table(base.table if base is not None else None)
         if base is None or self.replace_all:
-            return Manifest(number, self.granule, self.indexes, tuple(self.added))
+            return Manifest(number, self.granule, self.indexes, tuple(self.added), table)
         if (base.granule, base.indexes) != (self.granule, self.indexes):
             raise CommitConflictError(
                 "another build changed the index definitions meanwhile; build again"
@@ -158,7 +169,34 @@ class Change:
             files = {path: ident for path, ident in segment.files.items() if path in moved}
             if files:
                 kept.append(_with_files(segment, files))
-        return Manifest(number, self.granule, self.indexes, tuple(kept))
+        return Manifest(number, self.granule, self.indexes, tuple(kept), table)
+
+    def _newer_table(self, recorded: Mapping[str, int | str] | None):
+        # Two builders of one table may commit in either order: the record is the newer
+        # snapshot of the two (each file's coverage is its own, by key and identity).
+        if recorded is None or self.table is None:
+            return self.table if self.table is not None else recorded
+        return self.table if self.table["sequence"] >= recorded["sequence"] else recorded
+
+
+def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
+    from bloomskip.dataset.build import index_number
+
+    if base is None:
+        raise BloomskipError("there is no index to drop an index from")
+    gone = index_number(base.indexes, name)
+    segments = tuple(
+        SegmentEntry(
+            segment.key,
+            segment.size,
+            tuple(span for n, span in enumerate(segment.index_spans) if n != gone),
+            segment.files,
+            segment.schema,
+        )
+        for segment in base.segments
+    )
+    indexes = tuple(spec for n, spec in enumerate(base.indexes) if n != gone)
+    return Manifest(number, base.granule, indexes, segments, base.table)
 
 
 def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
@@ -577,6 +615,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
             for segment in manifest.segments
         ],
     }
+    if manifest.table is not None:
+        document["table"] = dict(manifest.table)
     return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")
 
 
@@ -623,7 +663,21 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         overlap = seen.intersection(entry.files)
         check.that(not overlap, "segments", f"cover {sorted(overlap)[:1]} twice")
         seen.update(entry.files)
-    return Manifest(version, granule, specs, entries)
+    return Manifest(version, granule, specs, entries, _table_record(document.get("table"), check))
+
+
+def _table_record(item: object, check: _Checker) -> dict[str, int | str] | None:
+    if item is None:
+        return None
+    check.that(isinstance(item, dict), "table", "is not an object")
+    check.that(item.get("format") in ("delta", "iceberg"), "table.format", "is unknown")
+    check.that(
+        isinstance(item.get("snapshot"), int) and not isinstance(item.get("snapshot"), bool),
+        "table.snapshot",
+        "is not an integer",
+    )
+    sequence = check.count(item.get("sequence"), "table.sequence")
+    return {"format": item["format"], "snapshot": item["snapshot"], "sequence": sequence}
 
 
 def _index_spec(item: object, where: str, check: _Checker) -> IndexSpec:

@@ -13,7 +13,7 @@ The decision is an :class:`Explanation`: per index what it skipped, the survivin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import IdentityCache, Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
+from bloomskip.errors import FormatError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -85,6 +86,9 @@ class Explanation:
         schema_source: Gives the schema of :meth:`to_dataset` (set by ``Dataset.explain``).
         io: Requests and bytes the index cost (``index_requests``, ``index_bytes``), for a
             dataset on a store that counts them.
+        table: For a Delta or Iceberg table: its format and snapshot, the files of the
+            snapshot, the files its own pruning (partition values, statistics) kept, and the
+            predicate that pruning was given (``files`` then holds only the kept ones).
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -98,6 +102,7 @@ class Explanation:
     warnings: list[str]
     schema_source: Callable[[], pa.Schema] | None = field(default=None, repr=False)
     io: dict[str, int] = field(default_factory=dict)
+    table: dict | None = None
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
@@ -148,12 +153,18 @@ class Explanation:
         return surviving_dataset(self, self.schema_source())
 
 
-def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
+def surviving_dataset(
+    result: Explanation, schema: pa.Schema, table_files: Mapping | None = None
+) -> pads.Dataset:
     """Return the surviving row groups as a ``pyarrow.dataset.Dataset`` (no data is read).
 
     Args:
         result: The pruning result.
         schema: The schema of the dataset returned; the files' columns are cast to it.
+        table_files: For a Delta or Iceberg table, its
+            :class:`~bloomskip.dataset.tables.TableFile` per key: their partition values become
+            constant columns, and the rows their snapshot deleted are dropped (the row groups of
+            such a file are read here, and only they).
 
     Returns:
         A dataset DuckDB (``duckdb.from_arrow`` or a replacement scan) and Polars
@@ -177,14 +188,21 @@ def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
     parquet_format = pads.ParquetFileFormat(default_fragment_scan_options=options)
     fragments = []
     batches = []
+    table_files = table_files or {}
     for state, keep in zip(result.files, result.keep, strict=True):
         groups = [int(g) for g in np.flatnonzero(keep)]
         if not groups:
             continue
+        table_file = table_files.get(state.relative_path)
         if state.source.format == "parquet":
-            fragments.append(
-                parquet_format.make_fragment(str(state.source.path), filesystem, row_groups=groups)
+            partition = _partition_expression(table_file, schema)
+            fragment = parquet_format.make_fragment(
+                str(state.source.path), filesystem, partition, row_groups=groups
             )
+            if table_file is not None and table_file.deleted is not None:
+                batches.extend(_without_deleted(fragment, state, groups, table_file, schema))
+            else:
+                fragments.append(fragment)
         else:
             # Memory-mapped: the batches point into the file's pages, nothing is copied.
             reader = pa.ipc.open_file(pa.memory_map(str(state.source.path)))
@@ -195,6 +213,44 @@ def surviving_dataset(result: Explanation, schema: pa.Schema) -> pads.Dataset:
     if batches:
         parts.append(pads.InMemoryDataset(batches, schema=schema))
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
+
+
+def _partition_expression(table_file, schema: pa.Schema):
+    """The partition values of a table file as the guarantee pyarrow fills columns from."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table_file is None or not table_file.partition:
+        return None
+    expression = None
+    for name, value in table_file.partition.items():
+        term = (
+            pc.field(name).is_null()
+            if value is None
+            else pc.field(name) == pa.scalar(value, schema.field(name).type)
+        )
+        expression = term if expression is None else expression & term
+    return expression
+
+
+def _without_deleted(fragment, state: FileState, groups: list[int], table_file, schema):
+    """The kept row groups of a file whose snapshot deleted rows, those rows dropped."""
+    import numpy as np
+    import pyarrow as pa
+
+    starts = np.concatenate([[0], np.cumsum(state.layout.rows)])
+    positions = np.concatenate(
+        [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
+    )
+    table = fragment.to_table(schema=schema)
+    if table.num_rows != len(positions):
+        raise FormatError(
+            f"holds {table.num_rows} rows in row groups {groups[:3]}…, its layout says "
+            f"{len(positions)}",
+            source=str(state.source.path),
+        )
+    alive = ~np.isin(positions, table_file.deleted, assume_unique=True)
+    return table.filter(pa.array(alive)).to_batches()
 
 
 def file_states(
@@ -382,10 +438,13 @@ def _engine_index(number, spec, states, indexed, cache):
     from bloomskip.clickhouse.index import SkipIndex
     from bloomskip.dataset.sidecar import join_sections
 
+    # The positions are part of the key: ``usable`` maps the index's granules to positions in
+    # ``states``, and the same indexed files may sit elsewhere in another query's list (a
+    # table's own pruning drops other files per WHERE).
     key = (
         number,
         spec,
-        tuple((states[i].relative_path, states[i].entry.identity) for i in indexed),
+        tuple((i, states[i].relative_path, states[i].entry.identity) for i in indexed),
     )
     if key not in cache:
         payload, good, errors = join_sections(

@@ -14,30 +14,33 @@ from bloomskip.errors import BloomskipError
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
 
 
-def explain_text(result: Explanation, columns: list[str]) -> str:
-    """Describe what each index skipped and what is left to read.
+def explain_json(result: Explanation, columns: list[str]) -> dict:
+    """What each index skipped and what is left to read, as one JSON-ready object.
 
     Args:
         result: The pruning result.
         columns: Columns the query reads (bytes are counted over these; all when empty).
 
     Returns:
-        Multi-line text: per index the granules, rows and bytes it skips on its own, then the
-        total, then any warnings.
+        ``{"table", "indexes", "read", "io", "warnings"}``. ``table`` (a Delta or Iceberg
+        table, else None): ``format``, ``snapshot``, ``snapshot_files``, ``files_kept`` (by the
+        table's partition values and statistics) and ``pruning_predicate`` (what they were given,
+        or None). ``indexes``, one per index: ``definition``, ``useful``, ``note`` (why it was
+        not used), ``granules`` (indexed granules considered), ``granules_skipped``,
+        ``rows_skipped`` and ``bytes_skipped`` (of the columns read; None when the files'
+        footers were not read). ``read``: ``files``, ``files_to_read``, ``row_groups``,
+        ``row_groups_to_read``, ``rows``, ``rows_to_read``, ``bytes``, ``bytes_to_read`` (None
+        when not known). ``io``: the requests and bytes the index cost (``index_requests``,
+        ``index_bytes``) and ``data_footers_read``, on a store that counts them (else empty).
 
     Example:
-        >>> print(explain_text(result, ["user_id"]))  # doctest: +SKIP
-        index INDEX user_id user_id TYPE bloom_filter(0.01) GRANULARITY 1
-          granules skipped: 303/305, rows skipped: 19,857,408, bytes skipped: 158.9 MB
-        ...
+        >>> explain_json(result, ["user_id"])["indexes"][0]["granules_skipped"]  # doctest: +SKIP
+        303
     """
     import numpy as np
 
     unit_rows = [state.layout.rows for state in result.files]
     unit_bytes = [state.layout.bytes_of(columns) for state in result.files]
-    total_units = sum(len(rows) for rows in unit_rows)
-    total_rows = int(sum(rows.sum() for rows in unit_rows))
-    total_bytes = int(sum(sizes.sum() for sizes in unit_bytes))
     # Files read from an object store's index are described by their granules alone (their
     # footers are not fetched to prune), so their bytes are known only where they were read:
     # the files with surviving row groups, when the explanation was asked to describe them.
@@ -47,42 +50,121 @@ def explain_text(result: Explanation, columns: list[str]) -> str:
         for state, keep in zip(result.files, result.keep, strict=True)
         if keep.any()
     )
-    lines = []
+    indexes = []
     for outcome in result.indexes:
-        lines.append(f"index {outcome.definition}")
-        if not outcome.useful:
-            lines.append(f"  {outcome.note or 'not used'}")
-            continue
-        skipped_bytes = sum(
-            int(sizes[~keep].sum()) for sizes, keep in zip(unit_bytes, outcome.keep, strict=True)
+        skipped_bytes = None
+        if outcome.useful and sized:
+            skipped_bytes = sum(
+                int(sizes[~keep].sum())
+                for sizes, keep in zip(unit_bytes, outcome.keep, strict=True)
+            )
+        indexes.append(
+            {
+                "definition": outcome.definition,
+                "useful": outcome.useful,
+                "note": outcome.note or ("" if outcome.useful else "not used"),
+                "granules": outcome.granules,
+                "granules_skipped": outcome.granules_skipped,
+                "rows_skipped": outcome.rows_skipped,
+                "bytes_skipped": skipped_bytes,
+            }
         )
-        lines.append(
-            f"  granules skipped: {outcome.granules_skipped}/{outcome.granules}, "
-            f"rows skipped: {outcome.rows_skipped:,}"
-            + (f", bytes skipped: {_size(skipped_bytes)}" if sized else "")
-        )
-    read_units = int(sum(int(np.count_nonzero(keep)) for keep in result.keep))
     pairs = list(zip(unit_rows, unit_bytes, result.keep, strict=True))
-    read_rows = int(sum(int(rows[keep].sum()) for rows, _, keep in pairs))
     read_bytes = int(sum(int(sizes[keep].sum()) for _, sizes, keep in pairs))
+    read = {
+        "files": len(result.files),
+        "files_to_read": int(sum(bool(keep.any()) for keep in result.keep)),
+        "row_groups": int(sum(len(rows) for rows in unit_rows)),
+        "row_groups_to_read": int(sum(int(np.count_nonzero(keep)) for keep in result.keep)),
+        "rows": int(sum(int(rows.sum()) for rows in unit_rows)),
+        "rows_to_read": int(sum(int(rows[keep].sum()) for rows, _, keep in pairs)),
+        "bytes": int(sum(int(sizes.sum()) for sizes in unit_bytes)) if sized else None,
+        "bytes_to_read": read_bytes if sized or survivors_sized else None,
+    }
+    table = None
+    if result.table is not None:
+        table = {
+            "format": result.table["format"],
+            "snapshot": result.table["snapshot"],
+            "snapshot_files": result.table["files"],
+            "files_kept": result.table["files_kept"],
+            "pruning_predicate": result.table["predicate"] or None,
+        }
+    return {
+        "table": table,
+        "indexes": indexes,
+        "read": read,
+        "io": {key: int(value) for key, value in result.io.items()},
+        "warnings": list(result.warnings),
+    }
+
+
+def explain_text(result: Explanation, columns: list[str]) -> str:
+    """Describe what each index skipped and what is left to read.
+
+    Args:
+        result: The pruning result.
+        columns: Columns the query reads (bytes are counted over these; all when empty).
+
+    Returns:
+        Multi-line text: per index the granules, rows and bytes it skips on its own, then the
+        total, then any warnings; the facts of :func:`explain_json`.
+
+    Example:
+        >>> print(explain_text(result, ["user_id"]))  # doctest: +SKIP
+        index INDEX user_id user_id TYPE bloom_filter(0.01) GRANULARITY 1
+          granules skipped: 303/305, rows skipped: 19,857,408, bytes skipped: 158.9 MB
+        ...
+    """
+    facts = explain_json(result, columns)
+    lines = []
+    table = facts["table"]
+    if table is not None:
+        lines.append(
+            f"table {table['format']} snapshot {table['snapshot']}: its partition values and "
+            f"statistics keep {table['files_kept']}/{table['snapshot_files']} files"
+            + (
+                f" (by {table['pruning_predicate']})"
+                if table["pruning_predicate"]
+                else " (nothing to prune by)"
+            )
+        )
+    for outcome in facts["indexes"]:
+        lines.append(f"index {outcome['definition']}")
+        if not outcome["useful"]:
+            lines.append(f"  {outcome['note']}")
+            continue
+        skipped = outcome["bytes_skipped"]
+        lines.append(
+            f"  granules skipped: {outcome['granules_skipped']}/{outcome['granules']}, "
+            f"rows skipped: {outcome['rows_skipped']:,}"
+            + (f", bytes skipped: {_size(skipped)}" if skipped is not None else "")
+        )
+    read = facts["read"]
     lines.append(
-        f"read: {read_units}/{total_units} row groups in {len(result.files)} files, "
-        f"{read_rows:,}/{total_rows:,} rows"
-        + (f", {_size(read_bytes)}/{_size(total_bytes)}" if sized else "")
+        f"read: {read['row_groups_to_read']}/{read['row_groups']} row groups in "
+        f"{read['files']} files, {read['rows_to_read']:,}/{read['rows']:,} rows"
+        + (
+            f", {_size(read['bytes_to_read'])}/{_size(read['bytes'])}"
+            if read["bytes"] is not None
+            else ""
+        )
     )
-    if result.io:
+    io = facts["io"]
+    if io:
+        lines.append(f"index I/O: {io['index_requests']} requests, {_size(io['index_bytes'])} read")
+    if "data_footers_read" in io:
         lines.append(
-            f"index I/O: {result.io['index_requests']} requests, "
-            f"{_size(result.io['index_bytes'])} read"
+            f"data I/O: {read['row_groups_to_read']} row groups in {read['files_to_read']} "
+            "files to read"
+            + (
+                f", {_size(read['bytes_to_read'])} of column chunks"
+                if read["bytes_to_read"] is not None
+                else ""
+            )
+            + f"; {io['data_footers_read']} footers read to tell"
         )
-    if "data_footers_read" in result.io:
-        lines.append(
-            f"data I/O: {read_units} row groups in "
-            f"{sum(bool(keep.any()) for keep in result.keep)} files to read"
-            + (f", {_size(read_bytes)} of column chunks" if survivors_sized else "")
-            + f"; {result.io['data_footers_read']} footers read to tell"
-        )
-    lines.extend(f"warning: {warning}" for warning in result.warnings)
+    lines.extend(f"warning: {warning}" for warning in facts["warnings"])
     return "\n".join(lines)
 
 
@@ -127,13 +209,19 @@ def write_output(table, output_format: str, output: str | None) -> None:
             return
         # DuckDB writes every Arrow type (lists included) as CSV or JSON lines.
         options = "FORMAT csv, HEADER true" if output_format == "csv" else "FORMAT json"
-        from bloomskip.dataset.query import connect
+        from bloomskip._cli import interrupted
+        from bloomskip.dataset.query import connect, interrupting_on_sigint
 
         connection = connect()
         try:
             connection.register("result", table)
             escaped = str(path).replace("'", "''")
-            connection.execute(f"COPY result TO '{escaped}' ({options})")
+            with interrupting_on_sigint(connection):
+                connection.execute(f"COPY result TO '{escaped}' ({options})")
+        except (duckdb.Error, RuntimeError) as exc:
+            if interrupted(exc):
+                raise KeyboardInterrupt from exc
+            raise
         finally:
             connection.close()
 

@@ -28,6 +28,8 @@ from bloomskip.errors import BloomskipError, FormatError
 
 # A footer larger than this is not a footer we can trust: refuse rather than allocate it.
 MAX_FOOTER_BYTES = 256 * 1024 * 1024
+#: Bytes read from a file's end to find its footer: most footers fit, so one read does.
+TAIL_READ_BYTES = 64 * 1024
 GLOB_CHARACTERS = frozenset("*?[")
 
 
@@ -182,8 +184,19 @@ def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes
         raise FormatError(
             "file too short to hold a footer", field="footer", offset=0, source=source
         )
-    handle.seek(size - trailer_size)
-    trailer = handle.read(trailer_size)
+    # One read of the tail holds most footers whole: on an object store each read is a request.
+    tail_length = min(size, TAIL_READ_BYTES)
+    handle.seek(size - tail_length)
+    tail = handle.read(tail_length)
+    if len(tail) != tail_length:
+        raise FormatError(
+            f"read {len(tail)} of the last {tail_length} bytes: the file is shorter than "
+            f"{size} bytes",
+            field="footer",
+            offset=size - tail_length,
+            source=source,
+        )
+    trailer = tail[-trailer_size:]
     if trailer[4:] != magic:
         raise FormatError(
             f"missing trailing {magic!r} magic",
@@ -199,9 +212,97 @@ def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes
             offset=size - trailer_size,
             source=source,
         )
-    start = size - trailer_size - footer_length
-    handle.seek(start)
-    return handle.read(footer_length + trailer_size)
+    needed = footer_length + trailer_size
+    if needed <= len(tail):
+        return tail[len(tail) - needed :]
+    handle.seek(size - needed)
+    return handle.read(needed)
+
+
+@dataclass
+class OpenedParquet:
+    """A Parquet file opened once for indexing: its footer read and parsed a single time.
+
+    Attributes:
+        source: The file.
+        identity: Its identity, from the footer read.
+        metadata: The parsed footer (``pyarrow.parquet.FileMetaData``).
+    """
+
+    source: SourceFile
+    identity: FileIdentity
+    metadata: object
+    _handle: object = field(default=None, repr=False)
+
+    @property
+    def schema(self):  # noqa: ANN201 - a pyarrow schema
+        """The Arrow schema the file reads as."""
+        return self.metadata.schema.to_arrow_schema()
+
+    def reader(self):  # noqa: ANN201 - a pyarrow.parquet.ParquetFile
+        """A reader over the footer already parsed, one per thread (a reader is not shared);
+        on an object store they share the one open file, whose ranged reads are thread-safe,
+        and each row group's column chunks are fetched together."""
+        import pyarrow.parquet as pq
+
+        where = self._handle if self._handle is not None else str(self.source.path)
+        return pq.ParquetFile(where, metadata=self.metadata, pre_buffer=self._handle is not None)
+
+    def unchanged(self) -> bool:
+        """Whether the file still holds the footer it was opened with (one more read)."""
+        if self._handle is None:
+            return self.source.identity() == self.identity
+        footer = read_footer_bytes(
+            self._handle, self.identity.size, self.source.format, str(self.source.path)
+        )
+        return hashlib.sha256(footer).hexdigest() == self.identity.footer_sha256
+
+
+def open_parquet(source: SourceFile, size: int | None = None, mtime_ns: int | None = None):
+    """Open a Parquet file for indexing with as few reads as the format allows: the footer is
+    read once (with the tail, one request on an object store) and parsed from those bytes.
+
+    Args:
+        source: The file.
+        size: Its size when a listing already told it (saves a request on an object store).
+        mtime_ns: Its modification time from the same listing.
+
+    Returns:
+        An :class:`OpenedParquet`.
+
+    Raises:
+        FormatError: The footer is malformed.
+        OSError: The file cannot be read.
+
+    Example:
+        >>> open_parquet(SourceFile(Path("a.parquet"), "parquet")).metadata.num_row_groups
+        ... # doctest: +SKIP
+        3
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if source.filesystem is None:
+        with open(source.path, "rb") as local:
+            stat = os.fstat(local.fileno())
+            footer = read_footer_bytes(local, stat.st_size, source.format, str(source.path))
+        identity = FileIdentity(stat.st_size, stat.st_mtime_ns, hashlib.sha256(footer).hexdigest())
+        handle = None
+    else:
+        if size is None or mtime_ns is None:
+            info = source.filesystem.get_file_info(str(source.path))
+            size, mtime_ns = info.size, info.mtime_ns or 0
+        handle = source.filesystem.open_input_file(str(source.path))
+        footer = read_footer_bytes(handle, size, source.format, str(source.path))
+        identity = FileIdentity(size, mtime_ns, hashlib.sha256(footer).hexdigest())
+    try:
+        # The footer with the leading magic is a file pyarrow reads the metadata of.
+        metadata = pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + footer))
+    except pa.ArrowException as exc:
+        raise FormatError(
+            f"cannot parse the footer: {exc}", field="footer", source=str(source.path)
+        ) from exc
+    return OpenedParquet(source, identity, metadata, handle)
 
 
 def _dataset_format(path: Path) -> str:

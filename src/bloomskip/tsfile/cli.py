@@ -71,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     find = commands.add_parser(
         "find",
         help="which files hold a series (files the filter rules out cost no index read)",
-        description="Prints the files holding the series. Exit status 0 when at least one does, "
-        "1 when none does, 2 when a file could not be read.",
+        description="Prints the files holding the series (or, on stderr, that none of the N "
+        "files read does). Exit status 0 when at least one does, 1 when none does, 2 when a "
+        "file could not be read.",
     )
     find.add_argument("path", metavar="PATH", help="series path")
     find.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
@@ -261,6 +262,15 @@ def _find(args: argparse.Namespace) -> int:
                 "errors": errors,
             },
             pretty=True,
+        )
+    elif not hits:
+        # On stderr: standard output lists files only (``| xargs``), and silence would read as
+        # a command that did nothing.
+        read = len(files) - len(errors)
+        print(
+            f"bloomskip: {args.path} not found in {read} files"
+            + (f" ({len(errors)} could not be read)" if errors else ""),
+            file=sys.stderr,
         )
     if errors:
         return EXIT_ERROR
