@@ -193,7 +193,9 @@ class TableDataset(LakeDataset):
         definitions, until a vacuum deletes that version."""
         covered = super()._coverage(files, manifest)
         wanted = {listed.key for listed in files} - covered.keys()
-        if manifest is None or not wanted:
+        # At the newest snapshot a file the live manifest lacks is new since the last build:
+        # no older version holds it, and reading them all would cost a request each per query.
+        if manifest is None or not wanted or self.snapshot.is_latest:
             return covered
         for number in reversed(self.log.version_numbers()):
             if number >= manifest.version:
