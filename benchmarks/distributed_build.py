@@ -15,8 +15,10 @@ on N threads (the C granule builders run without the GIL); on Dask each task run
 thread, one task per worker at a time.
 
 The build plans tasks of about ``TASK_TARGET_BYTES`` of Parquet each; ``--task-bytes`` sets
-that planner's knob in this driver before each build (several values: one table each). Every
-mode must write the same segments, byte for byte (compared in manifest order).
+that planner's knob in this driver before each build (several values: one table each). A file
+larger than a task is split into row-group ranges built as tasks of their own (``--files 1``
+makes one 1.5 GB file, two ranges at the default). Every mode must write the same segments,
+byte for byte (compared in manifest order).
 
 It also measures the fixed costs a task pays besides its work: a scheduler round trip
 (``client.submit`` of a no-op, median of 50), a segment write (``IndexLog.write_segment`` of a
@@ -247,7 +249,8 @@ def main() -> None:
             f"(64K-row groups), generated in {time.perf_counter() - started:.0f} s; "
             f"{os.cpu_count()} CPUs"
         )
-        listed = LakeDataset(data, index_location=str(Path(scratch, "listing"))).list_files()[0]
+        lister = LakeDataset(data, index_location=str(Path(scratch, "listing")))
+        listed = lister.list_files()[0]
         clusters, clients = [], {}
         for workers in (1, 2):
             cluster = LocalCluster(
@@ -264,7 +267,12 @@ def main() -> None:
             counter = 0
             for target in args.task_bytes:
                 lake_build.TASK_TARGET_BYTES = target
-                plan = lake_build.plan_tasks(listed, target, lake_build.TASK_MAX_FILES)
+                group_bytes = {
+                    item.key: lister._row_group_bytes(item)
+                    for item in listed
+                    if item.info.size > target
+                }
+                plan = lake_build.plan_tasks(listed, target, lake_build.TASK_MAX_FILES, group_bytes)
                 times: dict[str, list[float]] = {mode: [] for mode in MODES}
                 reference = None
                 for repeat in range(args.repeat):
@@ -321,7 +329,11 @@ def main() -> None:
 
 def report(target, plan, times, cli, args, size, reference) -> None:
     """Print one task size's table."""
-    sizes = ", ".join(f"{sum(item.info.size for item in batch) / 1e6:,.0f}" for batch in plan)
+    sizes = ", ".join(
+        f"{sum(item.info.size for item in task.files) / 1e6:,.0f}"
+        + (f" in {len(task.ranges)} row-group ranges" if task.ranges else "")
+        for task in plan
+    )
     print()
     print(
         f"task target {target / MIB:,.0f} MiB: {len(plan)} tasks (MB of Parquet each: {sizes}); "

@@ -80,10 +80,54 @@ def test_jobs_and_a_cluster_write_the_same_segments(lake_data, cluster, small_ta
     assert lake.query("hasToken(s, 'missing')").num_rows == 0
 
 
+@pytest.mark.parametrize("granule", ["row-group", 64, 7])
+def test_files_split_into_row_group_ranges_give_the_whole_file_segments(
+    granule, lake_data, cluster, monkeypatch, tmp_path
+):
+    """A file larger than a task is built in row-group ranges (on different workers) and
+    joined: the segment is the one a whole-file task writes, byte for byte, with fixed-row
+    granules that straddle the ranges (64 and 7 rows over row groups of 7 to 100 rows)."""
+    _, client = cluster
+    monkeypatch.setattr(lake_build, "TASK_MAX_FILES", 1)
+    whole = str(tmp_path / "whole")
+    LakeDataset(lake_data, index_location=whole).build_index(
+        INDEXES, granule=granule, progress=False, jobs=1
+    )
+    # Every file is now larger than a task: each row group becomes a range of its own.
+    monkeypatch.setattr(lake_build, "TASK_TARGET_BYTES", 1)
+    lake = LakeDataset(lake_data)
+    files, _ = lake.list_files()
+    planned = lake_build.plan_tasks(
+        files, 1, 1, {listed.key: lake._row_group_bytes(listed) for listed in files}
+    )
+    assert [len(task.ranges) for task in planned] == [6, 4, 5, 18, 3]
+    for name, options in {"jobs": {"jobs": 2}, "dask": {"client": client}}.items():
+        location = str(tmp_path / name)
+        report = LakeDataset(lake_data, index_location=location).build_index(
+            INDEXES, granule=granule, progress=False, **options
+        )
+        assert report.segments_written == 5
+        assert _segments(lake_data, location) == _segments(lake_data, whole), name
+    split = LakeDataset(lake_data, index_location=str(tmp_path / "dask"))
+    assert split.query("k = 17").equals(
+        LakeDataset(lake_data, index_location=whole).query("k = 17")
+    )
+
+
+def test_split_ranges_are_cut_by_bytes():
+    assert lake_build.split_ranges([], 10) == ()
+    assert lake_build.split_ranges([5], 10) == ((0, 1),)
+    assert lake_build.split_ranges([4, 4, 4, 4, 4], 10) == ((0, 3), (3, 5))
+    assert lake_build.split_ranges([30, 1, 1], 10) == ((0, 1), (1, 3))
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["batches", "row-group-ranges"])
 def test_a_killed_worker_is_replaced_and_the_index_is_the_same(
-    lake_data, cluster, small_tasks, tmp_path
+    split, lake_data, cluster, small_tasks, monkeypatch, tmp_path
 ):
     local, client = cluster
+    if split:  # the parts a dead worker held are built again before their file is joined
+        monkeypatch.setattr(lake_build, "TASK_TARGET_BYTES", 1)
     reference = str(tmp_path / "reference")
     LakeDataset(lake_data, index_location=reference).build_index(INDEXES, progress=False, jobs=1)
     pids = list(client.run(os.getpid).values())

@@ -300,6 +300,7 @@ def iter_granules(
     granule: str | int,
     missing_types: dict | None = None,
     opened: OpenedParquet | None = None,
+    groups: range | None = None,
 ) -> Iterator:
     """Yield a ``pyarrow.Table`` of ``columns`` for each granule of a file, in order.
 
@@ -314,6 +315,8 @@ def iter_granules(
             NULLs (as DuckDB's ``union_by_name`` scan reads it). A lacking column not listed
             here is an error.
         opened: The Parquet file already opened (:func:`open_parquet`).
+        groups: Only the granules that start in these row groups of a Parquet file (a part of
+            the file built on its own, see :func:`granule_window`); all when None.
 
     Yields:
         One table per granule (a row group, a record batch, or ``granule`` rows; the last one of
@@ -325,7 +328,11 @@ def iter_granules(
     """
     import pyarrow as pa
 
-    units = _iter_units(source, list(columns), missing_types, opened)
+    window = None
+    if groups is not None:
+        opened = opened or open_parquet(source)
+        window = granule_window(opened.metadata, granule, groups)
+    units = _iter_units(source, list(columns), missing_types, opened, window)
     if granule == ROW_GROUP:
         yield from units
         return
@@ -341,14 +348,55 @@ def iter_granules(
         yield carry
 
 
-def _iter_units(source: SourceFile, columns: list[str], missing_types, opened) -> Iterator:
+def granule_window(metadata, granule: str | int, groups: range) -> tuple[int, int]:
+    """The rows ``[start, end)`` of the granules that start in row groups ``groups``.
+
+    A file built in parts (row-group ranges, see ``lake_build``) must give the granules a
+    whole-file build gives: with fixed-row granules, a granule that starts in one part and ends
+    in the next belongs to the part it starts in, and that part reads on into the next one.
+
+    Args:
+        metadata: The file's ``pyarrow.parquet.FileMetaData``.
+        granule: ``"row-group"`` or rows per granule.
+        groups: Consecutive row groups.
+
+    Returns:
+        The row window; empty when no granule starts in ``groups``.
+
+    Example:
+        >>> granule_window(metadata, 1000, range(1, 2))  # doctest: +SKIP
+        (1000, 2000)
+    """
+    starts = [0]
+    for number in range(metadata.num_row_groups):
+        starts.append(starts[-1] + metadata.row_group(number).num_rows)
+    first, end = starts[groups.start], starts[groups.stop]
+    if granule == ROW_GROUP:
+        return first, end
+    begin = -(-first // granule) * granule
+    finish = min(-(-end // granule) * granule, starts[-1])
+    return begin, max(begin, finish)
+
+
+def _iter_units(
+    source: SourceFile, columns: list[str], missing_types, opened, window=None
+) -> Iterator:
     import pyarrow as pa
 
     if source.format == "parquet":
         load = _RowGroupLoader(opened or open_parquet(source), columns, missing_types)
+        start = 0
         for group in range(load.groups):
+            rows = load.opened.metadata.row_group(group).num_rows
+            begin, start = start, start + rows
+            if window is not None and (start <= window[0] or begin >= window[1]):
+                continue
             # Read on this one thread: pyarrow's pool decodes the columns in parallel.
-            yield load(group, use_threads=True)
+            table = load(group, use_threads=True)
+            if window is not None:
+                low = max(window[0] - begin, 0)
+                table = table.slice(low, min(window[1] - begin, rows) - low)
+            yield table
         return
     with pa.memory_map(str(source.path)) as handle:
         reader = pa.ipc.open_file(handle)
@@ -407,8 +455,9 @@ def build_file(
     max_in_flight: int,
     on_rows: Callable[[int], None],
     opened: OpenedParquet | None = None,
+    groups: range | None = None,
 ) -> FileEntry:
-    """Index one file.
+    """Index one file, or the part of a Parquet file that ``groups`` gives.
 
     Args:
         source: The file.
@@ -420,6 +469,9 @@ def build_file(
         on_rows: Called with the row count of each finished granule (progress).
         opened: The Parquet file already opened (:func:`open_parquet`), so that its footer is
             not read again; opened here when None.
+        groups: Build only the granules that start in these row groups: the entry of a part,
+            whose granule rows and payloads, joined in order with the other parts', are the
+            whole file's (see :func:`join_parts`).
 
     Returns:
         The file's sidecar entry. Zero-row granules (empty row groups) get no payload: they are
@@ -454,11 +506,12 @@ def build_file(
         # Each row group is read and built on the pool's threads: pyarrow's Parquet decoding
         # and the C granule builders both run without the GIL, so N threads use N cores.
         load = _RowGroupLoader(opened, columns, types)
-        units = (partial(_load_and_build, load, group, indexes) for group in range(load.groups))
+        numbers = range(load.groups) if groups is None else groups
+        units = (partial(_load_and_build, load, group, indexes) for group in numbers)
     else:
         units = (
             partial(_build_one, table, indexes)
-            for table in iter_granules(source, columns, granule, types, opened)
+            for table in iter_granules(source, columns, granule, types, opened, groups)
         )
     for unit in units:
         in_flight.append(executor.submit(unit))
@@ -470,6 +523,33 @@ def build_file(
         raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
     payloads = [b"".join(store) for store in parts]
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads)
+
+
+def join_parts(parts: Sequence[FileEntry]) -> FileEntry:
+    """The entry of a whole file from the entries of its parts, in row-group order.
+
+    Args:
+        parts: :func:`build_file` entries of consecutive row-group ranges covering the file.
+
+    Returns:
+        The entry a whole-file build gives: the same granules, the same bytes.
+
+    Raises:
+        BloomskipError: The parts saw different files (it was rewritten during the build).
+
+    Example:
+        >>> join_parts([first_half, second_half]).granule_rows  # doctest: +SKIP
+        [8192, 8192, 8192, 1000]
+    """
+    first = parts[0]
+    if any(part.identity != first.identity for part in parts):
+        raise BloomskipError(f"{first.path}: changed while it was being indexed; build again")
+    rows = [count for part in parts for count in part.granule_rows]
+    payloads = [
+        b"".join(bytes(part.payloads[number]) for part in parts)
+        for number in range(len(first.payloads))
+    ]
+    return FileEntry(first.path, first.format, first.identity, rows, payloads)
 
 
 def _build_one(table, indexes: Sequence[PreparedIndex]) -> tuple[int, list[bytes] | None]:

@@ -457,14 +457,8 @@ class LakeDataset:
         """Plan the files into tasks, run them (in this process on threads, or on Dask), and
         return their segments in plan order (files migrated from a sidecar first), with the
         bytes the tasks wrote."""
+        from bloomskip.dataset import lake_build
         from bloomskip.dataset.build import progress_bar, reuse_entry
-        from bloomskip.dataset.lake_build import (
-            TASK_MAX_FILES,
-            TASK_TARGET_BYTES,
-            BuildTask,
-            plan_tasks,
-            run_tasks,
-        )
 
         segments: list[SegmentEntry] = []
         kept = {}
@@ -486,22 +480,28 @@ class LakeDataset:
         # builders run in C without the GIL, and measured faster than one process per task
         # (benchmarks/distributed_build.py: processes paid their start-up and one thread each).
         # On Dask, each task runs on one worker thread.
-        tasks = [
-            BuildTask(
-                self.location,
-                self.index_location,
-                self._given_filesystem,
-                batch,
-                tuple(prepared),
-                granule,
-                1 if client is not None else max(1, jobs),
-            )
-            for batch in plan_tasks(remaining, TASK_TARGET_BYTES, TASK_MAX_FILES)
-        ]
+        base = lake_build.BuildTask(
+            self.location,
+            self.index_location,
+            self._given_filesystem,
+            (),
+            tuple(prepared),
+            granule,
+            1 if client is not None else max(1, jobs),
+        )
+        target = lake_build.TASK_TARGET_BYTES
+        group_bytes = {
+            listed.key: self._row_group_bytes(listed)
+            for listed in remaining
+            if listed.info.size > target and self._source(listed).format == "parquet"
+        }
+        planned = lake_build.plan_tasks(remaining, target, lake_build.TASK_MAX_FILES, group_bytes)
         total = sum(listed.info.size for listed in remaining)
         with progress_bar(total, "indexing", progress) as bar:
             bar.unit = "B"
-            results = run_tasks(tasks, client=client, progress=bar)
+            results = lake_build.run_tasks(
+                lake_build.make_jobs(planned, base, group_bytes), client=client, progress=bar
+            )
         written = [result.segment for result in results]
         return segments + written, sum(segment.size for segment in written)
 
@@ -515,38 +515,82 @@ class LakeDataset:
             BloomskipError: A file cannot be read, has a column of another type, or holds data
                 the engine cannot hash (the message names the file).
         """
+        entries: dict[str, FileEntry] = {}
+        schemas = []
+        for listed in files:
+            entry, schema = self.build_part(
+                listed, prepared, granule, None, executor, max_in_flight
+            )
+            entries[listed.key] = entry
+            schemas.append(schema)
+        segment = self.write_entries(entries, prepared, granule, files, schemas)
+        rows = sum(sum(entry.granule_rows) for entry in entries.values())
+        return segment, rows
+
+    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight):
+        """Index one file, or only row groups ``groups`` of it (see ``build.build_file``).
+
+        Returns:
+            ``(its sidecar entry, its Arrow schema)``.
+
+        Raises:
+            BloomskipError: The file cannot be read, has a column of another type, or holds
+                data the engine cannot hash (the message names the file).
+        """
         import pyarrow as pa
 
         from bloomskip.dataset.build import build_file
         from bloomskip.dataset.sources import open_parquet
 
-        entries: dict[str, FileEntry] = {}
-        identities: dict[str, dict] = {}
-        schemas: list[pa.Schema] = []
-        for listed in files:
-            source = self._source(listed)
-            try:
-                # One open and one footer read serve the schema, the identity and the reads.
-                opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
-                schema = opened.schema
-                self._check_types(listed, schema, prepared)
-                entry = build_file(
-                    source, listed.key, prepared, granule, executor, max_in_flight, _ignore, opened
-                )
-            except BloomskipError:
-                raise
-            except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
-                raise BloomskipError(
-                    f"{self._uri_of(listed.key)}: cannot index it: {one_line(exc)}"
-                ) from exc
-            entries[listed.key] = entry
-            identities[listed.key] = listed.identity
-            schemas.append(schema)
+        source = self._source(listed)
+        try:
+            # One open and one footer read serve the schema, the identity and the reads.
+            opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
+            self._check_types(listed, opened.schema, prepared)
+            entry = build_file(
+                source,
+                listed.key,
+                prepared,
+                granule,
+                executor,
+                max_in_flight,
+                _ignore,
+                opened,
+                groups,
+            )
+        except BloomskipError:
+            raise
+        except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
+            raise BloomskipError(
+                f"{self._uri_of(listed.key)}: cannot index it: {one_line(exc)}"
+            ) from exc
+        return entry, opened.schema
+
+    def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
+        """Write the entries of ``files`` (``ListedFile``, in key order) as one new segment."""
         sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
+        identities = {listed.key: listed.identity for listed in files}
         schema = _encode_schema(self._unify(schemas, list(entries)))
-        segment = self.log.write_segment(sidecar, identities, schema)
-        rows = sum(sum(entry.granule_rows) for entry in entries.values())
-        return segment, rows
+        return self.log.write_segment(sidecar, identities, schema)
+
+    def _row_group_bytes(self, listed: ListedFile) -> list[int]:
+        """The compressed bytes of each row group of a file (one footer read), to split it."""
+        import pyarrow as pa
+
+        from bloomskip.dataset.sources import open_parquet
+
+        try:
+            metadata = open_parquet(
+                self._source(listed), listed.info.size, listed.info.mtime_ns
+            ).metadata
+        except (pa.ArrowException, OSError) as exc:
+            raise BloomskipError(
+                f"{self._uri_of(listed.key)}: cannot read its footer: {one_line(exc)}"
+            ) from exc
+        return [
+            sum(group.column(column).total_compressed_size for column in range(group.num_columns))
+            for group in map(metadata.row_group, range(metadata.num_row_groups))
+        ]
 
     def _check_types(self, listed: ListedFile, schema, prepared) -> None:
         from bloomskip.dataset.dataset import _index_type_key

@@ -1,13 +1,18 @@
 """Building a segmented index as a map over tasks: in this process on all cores, or on Dask.
 
-A build is planned as a list of :class:`BuildTask` (a batch of files, cut in key order by size
-and count, so that the plan is the same however it runs), each task is run where it is
+A build is planned as a list of :class:`PlannedTask` (a batch of files, cut in key order by
+size and count, so that the plan is the same however it runs), each task is run where it is
 scheduled, and the driver commits one manifest version with the segments the tasks return. A
 task reads its files straight from their storage, builds their indexes, writes its own segment
 to the index location, and returns only a :class:`TaskResult` (the segment's manifest entry and
 counts): no table data passes through the driver or a scheduler. The plan does not depend on
 the number of workers, and a segment's bytes depend only on its task's files, so ``jobs=1``,
 ``jobs=2`` and a Dask cluster write the same segments.
+
+A Parquet file larger than a task is split into row-group ranges: each range is a task of its
+own that builds the granules starting in it and returns them (on Dask they go from worker to
+worker, never through the driver), and one more task joins them in order and writes the file's
+segment, the same bytes a whole-file task writes (``build.join_parts``).
 
 A task that fails, or whose worker dies, leaves at most an unreferenced segment behind (removed
 by ``vacuum``); Dask runs a task again on another worker when its worker is lost, and the
@@ -20,8 +25,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 from bloomskip._store import one_line
 from bloomskip.errors import BloomskipError
@@ -46,6 +55,8 @@ class BuildTask:
         prepared: The indexes, bound to the dataset's columns and types.
         granule: ``"row-group"`` or rows per granule.
         threads: Threads for the granules of a file (1 when tasks run in parallel).
+        groups: ``(first, end)``: the task builds only these row groups of its one file (a
+            part, see :func:`run_part`); None: whole files.
     """
 
     location: str
@@ -55,6 +66,36 @@ class BuildTask:
     prepared: tuple
     granule: str | int
     threads: int = 1
+    groups: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task of a plan: a batch of files, or one file in row-group ranges.
+
+    Attributes:
+        files: The files, in key order.
+        ranges: For a file split in parts, each part's ``(first, end)`` row groups; empty
+            for a batch.
+    """
+
+    files: tuple
+    ranges: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What a part task hands to the task that joins a file's parts (never to the driver).
+
+    Attributes:
+        entry: The part's sidecar entry (see ``build.build_file`` with ``groups``).
+        schema: The file's Arrow schema.
+        rows: Rows indexed.
+    """
+
+    entry: object
+    schema: object
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -74,36 +115,69 @@ class TaskResult:
     seconds: float
 
 
-def plan_tasks(files: Sequence, target_bytes: int, max_files: int) -> list[tuple]:
-    """Cut files (in the given order) into batches of about ``target_bytes``.
+def plan_tasks(
+    files: Sequence,
+    target_bytes: int,
+    max_files: int,
+    group_bytes: Mapping[str, Sequence[int]] | None = None,
+) -> list[PlannedTask]:
+    """Cut files (in the given order) into tasks of about ``target_bytes``.
 
     Args:
         files: ``ListedFile`` objects, in key order.
         target_bytes: A batch is closed once it holds this many bytes.
         max_files: ... or this many files.
+        group_bytes: The bytes of each row group of the files larger than ``target_bytes``
+            (from their footers): such a file is split into row-group ranges of about
+            ``target_bytes`` each, when it has more than one.
 
     Returns:
-        The batches, each a tuple of files; the same for the same input, whatever runs them.
+        The tasks; the same for the same input, whatever runs them.
 
     Example:
         >>> from bloomskip._store import ObjectInfo
         >>> from bloomskip.dataset.lake import ListedFile
         >>> files = [ListedFile(f"{n}.parquet", ObjectInfo("", 60, 0)) for n in range(5)]
-        >>> [len(batch) for batch in plan_tasks(files, target_bytes=100, max_files=10)]
+        >>> [len(task.files) for task in plan_tasks(files, target_bytes=100, max_files=10)]
         [2, 2, 1]
+        >>> big = [ListedFile("big.parquet", ObjectInfo("", 300, 0))]
+        >>> plan_tasks(big, 100, 10, {"big.parquet": [100, 100, 100]})[0].ranges
+        ((0, 1), (1, 2), (2, 3))
     """
-    batches: list[tuple] = []
+    tasks: list[PlannedTask] = []
     current: list = []
     size = 0
     for listed in files:
+        ranges = split_ranges((group_bytes or {}).get(listed.key, ()), target_bytes)
+        if len(ranges) > 1:
+            tasks.append(PlannedTask((listed,), ranges))
+            continue
         current.append(listed)
         size += listed.info.size
         if size >= target_bytes or len(current) >= max_files:
-            batches.append(tuple(current))
+            tasks.append(PlannedTask(tuple(current)))
             current, size = [], 0
     if current:
-        batches.append(tuple(current))
-    return batches
+        tasks.append(PlannedTask(tuple(current)))
+    return tasks
+
+
+def split_ranges(group_bytes: Sequence[int], target_bytes: int) -> tuple[tuple[int, int], ...]:
+    """Consecutive row-group ranges of about ``target_bytes`` each (at least one group each).
+
+    Example:
+        >>> split_ranges([60, 60, 60, 10], 100)
+        ((0, 2), (2, 4))
+    """
+    ranges, first, size = [], 0, 0
+    for number, count in enumerate(group_bytes):
+        size += count
+        if size >= target_bytes:
+            ranges.append((first, number + 1))
+            first, size = number + 1, 0
+    if first < len(group_bytes):
+        ranges.append((first, len(group_bytes)))
+    return tuple(ranges)
 
 
 def run_task(task: BuildTask) -> TaskResult:
@@ -113,31 +187,13 @@ def run_task(task: BuildTask) -> TaskResult:
         BloomskipError: A file cannot be read or indexed (the message names it).
         StorageError: The segment cannot be written.
     """
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    from bloomskip.dataset.lake import LakeDataset
-
     started = time.perf_counter()
-    try:
-        lake = LakeDataset(
-            task.location,
-            index_location=task.index_location,
-            filesystem=task.filesystem,
-        )
+    with _task_errors(task):
+        lake = _lake(task)
         with ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
             segment, rows = lake.write_task_segment(
                 task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads)
             )
-    except BloomskipError as exc:
-        # Sent back to the driver as the message alone: an exception that does not pickle
-        # (one with a deep or foreign cause chain) would leave a Dask future pending forever.
-        raise BloomskipError(str(exc)) from None
-    except Exception as exc:
-        raise BloomskipError(
-            f"building {task.files[0].key} and {len(task.files) - 1} more files failed: "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
     return TaskResult(
         segment,
         rows,
@@ -146,37 +202,171 @@ def run_task(task: BuildTask) -> TaskResult:
     )
 
 
-def run_tasks(tasks: list[BuildTask], *, client=None, progress=None) -> list:
-    """Run ``tasks`` in this process (each on its own ``threads``), or on a Dask ``client``.
+def run_part(task: BuildTask) -> PartResult:
+    """Build the granules of one row-group range of a file; runs on a worker.
+
+    Raises:
+        BloomskipError: The file cannot be read or indexed (the message names it).
+    """
+    with _task_errors(task):
+        lake = _lake(task)
+        with ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
+            entry, schema = lake.build_part(
+                task.files[0],
+                task.prepared,
+                task.granule,
+                range(*task.groups),
+                executor,
+                2 * max(1, task.threads),
+            )
+    return PartResult(entry, schema, sum(entry.granule_rows))
+
+
+def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
+    """Join a file's parts, in order, and write its segment; runs on a worker.
+
+    Raises:
+        BloomskipError: The file changed between its parts.
+        StorageError: The segment cannot be written.
+    """
+    from bloomskip.dataset import build
+
+    started = time.perf_counter()
+    with _task_errors(task):
+        entry = build.join_parts([part.entry for part in parts])
+        segment = _lake(task).write_entries(
+            {entry.path: entry}, task.prepared, task.granule, task.files, [parts[0].schema]
+        )
+    return TaskResult(
+        segment,
+        sum(part.rows for part in parts),
+        task.files[0].info.size,
+        time.perf_counter() - started,
+    )
+
+
+def _lake(task: BuildTask):
+    from bloomskip.dataset.lake import LakeDataset
+
+    return LakeDataset(
+        task.location, index_location=task.index_location, filesystem=task.filesystem
+    )
+
+
+@contextmanager
+def _task_errors(task: BuildTask) -> Iterator[None]:
+    """Turn what a task raises into a one-line :class:`BloomskipError` naming its files."""
+    try:
+        yield
+    except BloomskipError as exc:
+        # Sent back to the driver as the message alone: an exception that does not pickle
+        # (one with a deep or foreign cause chain) would leave a Dask future pending forever.
+        raise BloomskipError(str(exc)) from None
+    except Exception as exc:
+        more = f" and {len(task.files) - 1} more files" if len(task.files) > 1 else ""
+        raise BloomskipError(
+            f"building {task.files[0].key}{more} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A planned task made runnable: a task, or a file's part tasks and the task joining them.
+
+    Attributes:
+        task: The task writing the segment (``run_task``, or ``join_parts`` after the parts).
+        parts: The part tasks of a split file, in row-group order; empty for a batch.
+        part_bytes: The bytes of each part's row groups (progress).
+    """
+
+    task: BuildTask
+    parts: tuple[BuildTask, ...] = ()
+    part_bytes: tuple[int, ...] = ()
+
+
+def make_jobs(planned: Sequence[PlannedTask], base: BuildTask, group_bytes) -> list[Job]:
+    """The runnable jobs of a plan, every task a copy of ``base`` with its own files and range.
 
     Args:
-        tasks: The plan.
+        planned: From :func:`plan_tasks`.
+        base: The build's common fields (``files`` is replaced).
+        group_bytes: The row-group bytes :func:`plan_tasks` split files by.
+    """
+    jobs = []
+    for item in planned:
+        task = replace(base, files=item.files)
+        sizes = group_bytes.get(item.files[0].key, ()) if item.ranges else ()
+        jobs.append(
+            Job(
+                task,
+                tuple(replace(task, groups=groups) for groups in item.ranges),
+                tuple(sum(sizes[first:end]) for first, end in item.ranges),
+            )
+        )
+    return jobs
+
+
+def run_tasks(jobs: list[Job], *, client=None, progress=None) -> list:
+    """Run ``jobs`` in this process (each task on its own ``threads``), or on a Dask ``client``.
+
+    Args:
+        jobs: The plan, from :func:`make_jobs`.
         client: A ``distributed.Client``; its workers run the tasks.
         progress: A tqdm bar counting bytes; its postfix shows files and rows.
 
     Returns:
-        The :class:`TaskResult` of each task, in plan order.
+        The :class:`TaskResult` of each job, in plan order.
 
     Raises:
         BloomskipError: A task failed (its message), or the workers cannot run bloomskip.
     """
-    results: list = [None] * len(tasks)
+    results: list = [None] * len(jobs)
     files = rows = 0
 
-    def done(number: int, result: TaskResult) -> None:
-        nonlocal files, rows
-        results[number] = result
-        files += len(tasks[number].files)
-        rows += result.rows
+    def advance(count: int, part_rows: int = 0) -> None:
+        nonlocal rows
+        rows += part_rows
         if progress is not None:
-            progress.update(result.bytes)
+            progress.update(count)
             progress.set_postfix(files=files, rows=f"{rows:,}", refresh=False)
 
+    def done(number: int, result: TaskResult) -> None:
+        nonlocal files
+        job = jobs[number]
+        results[number] = result
+        files += len(job.task.files)
+        # A split file's bytes were counted part by part, as each part finished.
+        advance(result.bytes - sum(job.part_bytes), result.rows)
+
     if client is not None:
-        _run_on_dask(tasks, client, done)
-    else:
-        for number, task in enumerate(tasks):
-            done(number, run_task(task))
+        _run_on_dask(jobs, client, done, advance)
+        return results
+    lock = threading.Lock()
+
+    def run(job: Job) -> TaskResult:
+        if not job.parts:
+            return run_task(job.task)
+        parts = []
+        for part, size in zip(job.parts, job.part_bytes, strict=True):
+            parts.append(run_part(part))
+            with lock:
+                advance(size)
+        return join_parts(job.task, *parts)
+
+    # Two jobs at once when they have threads to share: one job's serial steps (opening its
+    # files, encoding and writing its segment) overlap the other's granule builds.
+    width = 2 if len(jobs) > 1 and jobs[0].task.threads > 1 else 1
+    with ThreadPoolExecutor(max_workers=width) as outer:
+        futures = [outer.submit(run, job) for job in jobs]
+        try:
+            for number, future in enumerate(futures):
+                result = future.result()
+                with lock:
+                    done(number, result)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
     return results
 
 
@@ -200,7 +390,7 @@ def _check_workers(client) -> None:
             )
 
 
-def _run_on_dask(tasks, client, done) -> None:
+def _run_on_dask(jobs: list[Job], client, done, advance) -> None:
     import secrets
 
     from distributed import as_completed
@@ -209,11 +399,31 @@ def _run_on_dask(tasks, client, done) -> None:
 
     # Keys of their own: two builds sharing a client never share a task.
     build = secrets.token_hex(4)
-    keys = [f"bloomskip-build-{build}-{number}" for number in range(len(tasks))]
-    futures = client.map(run_task, tasks, pure=False, key=keys)
-    numbers = {future.key: number for number, future in enumerate(futures)}
+    final, parts = {}, {}
+    for number, job in enumerate(jobs):
+        key = f"bloomskip-build-{build}-{number}"
+        if not job.parts:
+            final[number] = client.submit(run_task, job.task, pure=False, key=key)
+            continue
+        # The parts' granules go from their workers to the joining one, not to the driver.
+        futures = [
+            client.submit(run_part, part, pure=False, key=f"{key}-part-{count}")
+            for count, part in enumerate(job.parts)
+        ]
+        parts.update(
+            {
+                future.key: (future, size)
+                for future, size in zip(futures, job.part_bytes, strict=True)
+            }
+        )
+        final[number] = client.submit(join_parts, job.task, *futures, pure=False, key=key)
+    numbers = {future.key: number for number, future in final.items()}
+    everything = list(final.values()) + [future for future, _ in parts.values()]
     try:
-        for future in as_completed(futures):
+        for future in as_completed(everything):
+            if future.key in parts and future.status == "finished":
+                advance(parts[future.key][1])  # its result stays on the workers
+                continue
             try:
                 result = future.result()
             except BloomskipError:
@@ -227,7 +437,7 @@ def _run_on_dask(tasks, client, done) -> None:
                 raise BloomskipError(f"a Dask worker failed to build a segment: {exc}") from exc
             done(numbers[future.key], result)
     except BaseException:
-        client.cancel(futures)
+        client.cancel(everything)
         raise
 
 
