@@ -8,12 +8,14 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from dataset_fixtures import INDEXES, write_dataset
 from lake_fixtures import upload
 
-from bloomskip import BloomskipError
+from bloomskip import BloomskipError, Dataset
 from bloomskip._store import open_store
 from bloomskip.cli import main
 from bloomskip.dataset import lake_build
@@ -112,6 +114,46 @@ def test_files_split_into_row_group_ranges_give_the_whole_file_segments(
     assert split.query("k = 17").equals(
         LakeDataset(lake_data, index_location=whole).query("k = 17")
     )
+
+
+@pytest.mark.parametrize("kind", ["local-files", "delta-table"])
+def test_other_datasets_give_the_same_segments_on_a_cluster(kind, cluster, small_tasks, tmp_path):
+    """Local files of other shapes (fixed granules across row groups, a schema that gains a
+    column), and a Delta table whose files come from its log: the same bytes everywhere."""
+    import pyarrow.parquet as pq
+    from dataset_fixtures import make_table
+
+    _, client = cluster
+    location = str(tmp_path / "data")
+    if kind == "local-files":
+        write_dataset(Path(location), [(700, 90), (64, 64), (333, 333), (1000, 128)], seed=3)
+        extra = make_table(400, 9, 5000).append_column("z", pa.array(range(400), pa.int64()))
+        pq.write_table(extra, Path(location, "part-9.parquet"), row_group_size=150)
+        options = {"granule": 100}
+    else:
+        import deltalake
+
+        for number in range(4):
+            deltalake.write_deltalake(
+                location,
+                make_table(500, number, 500 * number),
+                mode="append",
+                writer_properties=deltalake.WriterProperties(max_row_group_size=120),
+            )
+        options = {}
+    built = {}
+    for name, run in {
+        "jobs1": {"jobs": 1},
+        "jobs2": {"jobs": 2},
+        "dask": {"client": client},
+    }.items():
+        index = str(tmp_path / f"index-{name}")
+        Dataset(location, index_location=index).build_index(
+            INDEXES, progress=False, **options, **run
+        )
+        built[name] = _segments(location, index)
+    assert len(built["jobs1"]) >= 2
+    assert built["jobs1"] == built["jobs2"] == built["dask"]
 
 
 def test_split_ranges_are_cut_by_bytes():
