@@ -51,6 +51,47 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
     return path.parent / f"_{path.name}.bloomskip"
 
 
+def indexed_folder(start: str | os.PathLike) -> Path | None:
+    """Return the nearest directory, ``start`` or one above it, holding a folder's sidecar.
+
+    A folder's index (``index build DIR``) names every file under it by its path relative to
+    the folder, so it covers any glob inside it: ``DIR/*.parquet``, ``DIR/part-1*.parquet`` or
+    ``DIR/sub/*.parquet``.
+
+    Args:
+        start: A directory (a glob's fixed part, see :func:`glob_root`).
+
+    Returns:
+        The directory holding ``_bloomskip.index``, or None when no directory up to the
+        filesystem's root does.
+
+    Example:
+        >>> indexed_folder("logs/2026")  # doctest: +SKIP
+        PosixPath('/data/logs')
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DIRECTORY_SIDECAR).is_file():
+            return folder
+    return None
+
+
+def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """Whether a relative path (its parts) matches a relative glob pattern (its parts), as
+    ``glob.glob(..., recursive=True)`` matches: ``**`` is any number of directories."""
+    import fnmatch
+
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_glob_matches(pattern[1:], parts[skip:]) for skip in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _glob_matches(pattern[1:], parts[1:])
+    )
+
+
 def _local_path(path: str | os.PathLike) -> str | os.PathLike:
     """A ``file://`` URI as the path it names; anything else as given."""
     text = os.fspath(path)
@@ -70,6 +111,11 @@ def _index_type_key(arrow_type) -> str:
         return str(parse_clickhouse_type(clickhouse_type_for(arrow_type)).base())
     except BloomskipError:
         return str(arrow_type)
+
+
+def _schema_text(schema) -> str:
+    """A schema on one line: ``(id: int64, s: string)``."""
+    return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
 
 
 def _new_connection():
@@ -102,16 +148,114 @@ class BuildReport:
     warnings: list[str] = dataclass_field(default_factory=list)
 
 
-class Dataset:
-    """A folder, glob or file of Parquet (or one Arrow IPC file) with a sidecar skip index.
+class FrameConversions:
+    """``to_polars`` and ``to_pandas`` over a dataset's ``query``: the same rows, as a Polars
+    ``LazyFrame`` or a pandas ``DataFrame``.
+
+    Any class with bloomskip's ``query(where, columns)`` (a ``pyarrow.Table`` of exactly the
+    matching rows) can inherit them: the rows are then that query's, for a Delta or Iceberg
+    table with its deleted rows dropped and its partition values filled. Neither Polars nor
+    pandas is a dependency: each is imported only by its method.
+    """
+
+    def to_polars(self, where: str, columns: Sequence[str] | str | None = None):  # noqa: ANN201
+        """Return the rows matching ``where`` as a ``polars.LazyFrame``.
+
+        What is done now and what is lazy: pruning, reading the surviving row groups and the
+        exact filter run when this is called, as in ``query`` (DuckDB, with ClickHouse's
+        meaning of the WHERE, docs/queries.md), so the rows are exactly those of a scan of the
+        whole dataset, never more. The frame is a lazy plan over that Arrow result, shared
+        without a copy: what is chained on it (``filter``, ``group_by``, ``join`` ...) runs at
+        ``collect()``. The index cannot prune what Polars filters later; put what should use
+        it in ``where``.
+
+        Args:
+            where: ClickHouse WHERE expression.
+            columns: Columns to return (names, or ClickHouse expressions as one
+                comma-separated string); all when None.
+
+        Returns:
+            A ``polars.LazyFrame`` with the columns of ``query``'s result (NULL and NaN stay
+            distinct).
+
+        Raises:
+            BloomskipError: Polars is not installed, or as ``query`` raises
+                (``UnsupportedPredicateError`` for a WHERE without an exact translation).
+
+        Example:
+            >>> frame = Dataset("logs/").to_polars("hasToken(msg, 'timeout')")  # doctest: +SKIP
+            >>> frame.group_by("user_id").len().collect()  # doctest: +SKIP
+        """
+        from bloomskip.errors import BloomskipError
+
+        try:
+            import polars as pl
+        except ImportError as exc:
+            raise BloomskipError(
+                "to_polars needs polars, which is not installed (pip install polars)"
+            ) from exc
+        return pl.from_arrow(self.query(where, columns), rechunk=False).lazy()
+
+    def to_pandas(
+        self,
+        where: str,
+        columns: Sequence[str] | str | None = None,
+        *,
+        dtype_backend: str = "pyarrow",
+    ):  # noqa: ANN201
+        """Return the rows matching ``where`` as a ``pandas.DataFrame`` (read now, eagerly).
+
+        The rows are those of ``query`` (pruning, then the exact filter in DuckDB).
+
+        Args:
+            where: ClickHouse WHERE expression.
+            columns: Columns to return; all when None.
+            dtype_backend: ``"pyarrow"`` (default): every column an ``ArrowDtype`` of its
+                Arrow type, so each value is as stored (64-bit integers beside NULLs, NULL and
+                NaN apart). ``"numpy"``: NumPy dtypes, as ``pyarrow.Table.to_pandas()`` gives
+                them: an integer column holding NULLs becomes ``float64`` (inexact beyond
+                2**53) and NULL reads as NaN.
+
+        Returns:
+            A ``pandas.DataFrame`` with a default ``RangeIndex``.
+
+        Raises:
+            BloomskipError: pandas is not installed, an unknown ``dtype_backend``, or as
+                ``query`` raises.
+
+        Example:
+            >>> Dataset("logs/").to_pandas("user_id = 42", ["ts", "message"])  # doctest: +SKIP
+        """
+        from bloomskip.errors import BloomskipError
+
+        if dtype_backend not in ("pyarrow", "numpy"):
+            raise BloomskipError(
+                f"dtype_backend must be 'pyarrow' or 'numpy', not {dtype_backend!r}"
+            )
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise BloomskipError(
+                "to_pandas needs pandas, which is not installed (pip install pandas)"
+            ) from exc
+        table = self.query(where, columns)
+        if dtype_backend == "pyarrow":
+            return table.to_pandas(types_mapper=pd.ArrowDtype)
+        return table.to_pandas()
+
+
+class Dataset(FrameConversions):
+    """A folder, glob or file of Parquet or Arrow IPC files with a sidecar skip index.
 
     Args:
-        path: A Parquet file, an Arrow IPC file, a directory of Parquet files or a glob (also as
-            a ``file://`` URI). An object-store prefix (``s3://``, ``gs://``,
-            ``abfs://``) gives a :class:`~bloomskip.dataset.lake.LakeDataset` instead (not a
-            ``Dataset`` subclass), with the same ``build_index`` / ``explain`` / ``query`` calls
-            and a segmented index.
-        sidecar: Where the index lives (default: :func:`default_sidecar_path`).
+        path: A Parquet or Arrow IPC file, a directory or a glob of them, all of one format
+            (an IPC file's record batches are its row groups), also as a ``file://`` URI. An
+            object-store prefix (``s3://``, ``gs://``, ``abfs://``) gives a
+            :class:`~bloomskip.dataset.lake.LakeDataset` instead (not a ``Dataset`` subclass),
+            with the same ``build_index`` / ``explain`` / ``query`` calls and a segmented index.
+        sidecar: Where the index lives (default: :func:`default_sidecar_path`). A glob
+            without an index of its own, inside a folder that has one (``index build DIR``),
+            is served by that folder's index (:attr:`index_path`).
         index_location: Keep a segmented index there (docs/segments.md); gives a
             ``LakeDataset``.
         filesystem: A pyarrow or fsspec filesystem to read the data through; gives a
@@ -126,7 +270,8 @@ class Dataset:
     whatever the folder holds (docs/tables.md).
 
     Raises:
-        BloomskipError: The dataset holds no file, or a file is not Parquet / Arrow IPC.
+        BloomskipError: The dataset holds no file, a file is not Parquet / an Arrow IPC file,
+            or it mixes the two.
 
     A ``Dataset`` caches the decoded index between queries; use one per thread. Its files are
     listed once, when it is created (as ``pyarrow.dataset`` does): a file added or removed later
@@ -203,9 +348,43 @@ class Dataset:
         self.path = os.fspath(path)
         self.root, self.files = discover(self.path)
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
+        #: The indexed folder whose index serves this glob while it has none of its own.
+        self.index_folder = None
+        if sidecar is None and is_glob(self.path) and not Path(self.path).exists():
+            self.index_folder = indexed_folder(self.root)
         # Derived from the files and the sidecar, and dropped whole when the stat of any of
         # them changes: a reused Dataset answers from memory but never from a stale state.
         self._cache = DatasetCache()
+
+    @property
+    def index_path(self) -> Path:
+        """The sidecar queries read: :attr:`sidecar_path`, or, for a glob with no index of its
+        own inside an indexed folder, that folder's ``_bloomskip.index``.
+
+        The folder's index names files relative to the folder; files the glob matches that it
+        does not name, or that changed since it was built, are scanned, as for any index.
+        Building (:meth:`build_index`) always writes :attr:`sidecar_path`, which from then on
+        is the glob's index. The indexed folder (:attr:`index_folder`) is looked for when the
+        ``Dataset`` is made, as its files are listed then; its index is re-read whenever it
+        changes.
+
+        Example:
+            >>> Dataset("logs/part-1*.parquet").index_path  # doctest: +SKIP
+            PosixPath('logs/_bloomskip.index')
+        """
+        return self._index_in_use()[0]
+
+    def _index_in_use(self) -> tuple[Path, Path]:
+        """``(sidecar read, the directory it names files relative to)``."""
+        if self.index_folder is not None and not self.sidecar_path.exists():
+            folder_index = self.index_folder / DIRECTORY_SIDECAR
+            if folder_index.exists():
+                return folder_index, self.index_folder
+        return self.sidecar_path, self.root
+
+    def _borrowed(self) -> bool:
+        """Whether the index read is an indexed folder's, not this dataset's own."""
+        return self._index_in_use()[0] != self.sidecar_path
 
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
@@ -216,7 +395,7 @@ class Dataset:
         (its ``stat``).
         """
         cache = self._cache
-        cache.refresh(self.files, self.sidecar_path)
+        cache.refresh(self.files, self.index_path)
         if cache.connection is None:
             pending, cache.pending = cache.pending, None
             # A connection opened ahead (see query) is new: it has cached no footer yet.
@@ -356,6 +535,7 @@ class Dataset:
         import duckdb
 
         from bloomskip.dataset.query import full_scan_source
+        from bloomskip.dataset.vocabulary import relative_to
         from bloomskip.errors import BloomskipError
 
         cache = self._cache
@@ -371,6 +551,17 @@ class Dataset:
                 except duckdb.Error as exc:
                     raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
             else:
+                schemas = self.file_schemas()
+                differs = [n for n, schema in enumerate(schemas) if not schema.equals(schemas[0])]
+                if differs:
+                    # An IPC file is read by its Arrow schema, as stored: there is no reading of
+                    # two different schemas as one that a query could be checked against.
+                    first, other = self.files[0].path, self.files[differs[0]].path
+                    raise BloomskipError(
+                        f"the Arrow IPC files of one dataset must share one schema: "
+                        f"{relative_to(first, self.root)} has {_schema_text(schemas[0])}, "
+                        f"{relative_to(other, self.root)} has {_schema_text(schemas[differs[0]])}"
+                    )
                 cache.scan_schema = self.schema
         return cache.scan_schema
 
@@ -391,22 +582,23 @@ class Dataset:
             >>> Dataset("logs/").load_sidecar().granule  # doctest: +SKIP
             'row-group'
         """
+        return self._load_index(self._index_in_use()[0])
+
+    def _load_index(self, path: Path) -> Sidecar | None:
         from bloomskip.dataset.sidecar import read_sidecar
         from bloomskip.errors import FormatError
 
         cache = self._cache
-        cache.refresh(self.files, self.sidecar_path)
+        cache.refresh(self.files, path)
         if cache.state is not None and cache.state[1] is None:
             return None  # no sidecar file
         if cache.sidecar is None:
             try:
-                cache.sidecar = read_sidecar(self.sidecar_path)
+                cache.sidecar = read_sidecar(path)
             except (FileNotFoundError, NotADirectoryError):
                 return None
             except OSError as exc:
-                raise FormatError(
-                    f"cannot read the index: {exc}", source=str(self.sidecar_path)
-                ) from exc
+                raise FormatError(f"cannot read the index: {exc}", source=str(path)) from exc
         return cache.sidecar
 
     def build_index(
@@ -468,8 +660,11 @@ class Dataset:
         from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
+        borrowed = self._index_in_use()[0] if self._borrowed() else None
         try:
-            previous = self.load_sidecar()
+            # A glob served by its folder's index gets an index of its own: the folder's names
+            # other files too, which this build does not see.
+            previous = self._load_index(self.sidecar_path)
         except FormatError as exc:
             if not indexes:
                 raise BloomskipError(
@@ -480,6 +675,12 @@ class Dataset:
         schema = self.schema
         conflicts = self.schema_conflicts()
         if indexes is None or len(indexes) == 0:
+            if previous is None and borrowed is not None:
+                raise BloomskipError(
+                    f"{self.path}: its files are indexed by the folder's index {borrowed}; "
+                    f"refresh that (bloomskip index build {self.index_folder}), or give --index "
+                    "definitions for an index of this glob alone"
+                )
             if previous is None:
                 raise BloomskipError("no --index given and no existing index to refresh")
             indexes = ()
@@ -509,12 +710,18 @@ class Dataset:
                 write_sidecar(sidecar, self.sidecar_path)
             except OSError as exc:
                 raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
+        warnings = [warning for item in prepared for warning in never_used_warnings(item)]
+        if borrowed is not None:
+            warnings.append(
+                f"{self.path} was served by the folder's index {borrowed}; it now has its own "
+                f"index {self.sidecar_path}, which serves it instead (its definitions only)"
+            )
         return BuildReport(
             self.sidecar_path,
             len(self.files),
             rebuilt,
             self.sidecar_path.stat().st_size,
-            [warning for item in prepared for warning in never_used_warnings(item)],
+            warnings,
         )
 
     def status(self) -> dict:
@@ -532,10 +739,17 @@ class Dataset:
         from bloomskip.dataset.prune import CHANGED, file_states
         from bloomskip.dataset.sidecar import SectionPayloads
 
-        sidecar = self.load_sidecar()
-        states = file_states(self.files, self.root, sidecar)
+        path, root = self._index_in_use()
+        sidecar = self._load_index(path)
+        states = file_states(self.files, root, sidecar)
         present = {state.relative_path for state in states}
         entries = sidecar.files if sidecar is not None else {}
+        if path != self.sidecar_path:
+            # A folder's index names the folder's other files too: missing are those the glob
+            # would match.
+            entries = {
+                name: entry for name, entry in entries.items() if self._glob_covers(root / name)
+            }
 
         def section_bytes(entry, number: int) -> int:
             if isinstance(entry.payloads, SectionPayloads):
@@ -543,7 +757,7 @@ class Dataset:
             return len(entry.payloads[number])
 
         return {
-            "index": str(self.sidecar_path),
+            "index": str(path),
             "version": None,
             "granule": sidecar.granule if sidecar is not None else None,
             "files": len(states),
@@ -560,8 +774,15 @@ class Dataset:
                 }
                 for number, spec in enumerate(sidecar.indexes if sidecar is not None else ())
             ],
-            "index_bytes": self.sidecar_path.stat().st_size if sidecar is not None else 0,
+            "index_bytes": path.stat().st_size if sidecar is not None else 0,
         }
+
+    def _glob_covers(self, path: Path) -> bool:
+        """Whether this dataset's glob matches ``path`` (a file that may no longer exist)."""
+        fixed = glob_root(self.path)
+        pattern = Path(os.path.relpath(Path(self.path).absolute(), fixed.absolute())).parts
+        relative = Path(os.path.relpath(path, self.root)).parts
+        return ".." not in relative and _glob_matches(pattern, relative)
 
     def drop_index(self, name: str) -> None:
         """Remove one index from the sidecar; the others are kept as they are (no file is read).
@@ -577,6 +798,12 @@ class Dataset:
         from bloomskip.dataset.sidecar import Sidecar, write_sidecar
         from bloomskip.errors import BloomskipError
 
+        if self._borrowed():
+            raise BloomskipError(
+                f"{self.path} has no index of its own (it reads the folder's index "
+                f"{self.index_path}): drop from that with bloomskip index drop "
+                f"{self.index_folder} {name}"
+            )
         with build_lock(self.sidecar_path):
             sidecar = self.load_sidecar()
             if sidecar is None:
@@ -621,15 +848,18 @@ class Dataset:
         check_where(where)  # a malformed WHERE is the user's error, reported before any work
         cache = self._cache
         warnings = []
+        path, root = self._index_in_use()
         try:
-            sidecar = self.load_sidecar()
+            sidecar = self._load_index(path)
         except FormatError as exc:
             sidecar = None
             warnings.append(f"index ignored, scanning every file: {exc}")
         if sidecar is None and not warnings:
-            warnings.append(f"no index at {self.sidecar_path}: scanning every file")
+            warnings.append(f"no index at {path}: scanning every file")
+        elif sidecar is not None and path != self.sidecar_path:
+            warnings.append(f"{self.path} has no index of its own: using the folder's index {path}")
         try:
-            states = file_states(self.files, self.root, sidecar, cache.layouts, cache.identities)
+            states = file_states(self.files, root, sidecar, cache.layouts, cache.identities)
         except OSError as exc:
             raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
         result = prune(where, states, sidecar, cache.engines, cache.conditions)

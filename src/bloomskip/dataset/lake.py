@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
+from bloomskip.dataset.dataset import FrameConversions
 from bloomskip.dataset.manifest import (
     Change,
     IndexLog,
@@ -106,7 +107,7 @@ class LakeBuildReport:
     migrated: list[str] = field(default_factory=list)
 
 
-class LakeDataset:
+class LakeDataset(FrameConversions):
     """Parquet objects under a prefix, with a segmented skip index.
 
     Args:

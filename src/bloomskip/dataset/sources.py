@@ -1,10 +1,11 @@
 """Dataset sources: which files a DATASET argument names, and each file's identity and granules.
 
-A DATASET is one Parquet file, one Arrow IPC file, a directory of Parquet files (discovered the
-way ``pyarrow.dataset`` does it, so ``_``- and ``.``-prefixed entries such as our own sidecar are
-ignored) or a glob of Parquet files. Every file is described by a :class:`SourceFile`: its
-identity (size, modification time and a SHA-256 of its footer) and its granules (row groups, or
-record batches for Arrow IPC).
+A DATASET is one Parquet or Arrow IPC file, a directory of them (discovered the way
+``pyarrow.dataset`` does it, so ``_``- and ``.``-prefixed entries such as our own sidecar are
+ignored) or a glob. The files of one dataset are all Parquet or all Arrow IPC (the file format,
+with its footer): a mix is refused by name. Every file is described by a :class:`SourceFile`:
+its identity (size, modification time and a SHA-256 of its footer) and its granules (row
+groups, or record batches for Arrow IPC).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from bloomskip._sources import (
     ARROW_IPC,
     ARROW_IPC_MAGIC,
+    ARROW_IPC_STREAM,
     PARQUET,
     PARQUET_MAGIC,
     open_fragment,
@@ -310,9 +312,45 @@ def _dataset_format(path: Path) -> str:
     file_format = sniff_format(path)
     if file_format in (PARQUET, ARROW_IPC):
         return file_format
+    if file_format == ARROW_IPC_STREAM:
+        # A stream has no footer: its record batches cannot be found without reading it all.
+        raise BloomskipError(
+            f"{path}: an Arrow IPC stream, not an Arrow IPC file (no {ARROW_IPC_MAGIC!r} magic); "
+            "write it with pyarrow.ipc.new_file or feather version 2"
+        )
     with open(path, "rb") as handle:
         head = handle.read(len(ARROW_IPC_MAGIC))
     raise BloomskipError(f"{path}: not a Parquet file nor an Arrow IPC file (magic {head!r})")
+
+
+#: How many file names a refusal of a mixed dataset shows per format.
+_NAMED_FILES = 3
+
+
+def _one_format(text: str, files: list[SourceFile], root: Path) -> None:
+    """Refuse a dataset whose files are not all of one format, naming files of each.
+
+    Parquet files are read by DuckDB's Parquet reader and typed as ClickHouse types Parquet
+    columns; Arrow IPC files by their Arrow schema. One dataset holding both would answer with
+    types that depend on which files survive pruning, so it is refused.
+    """
+    formats = sorted({source.format for source in files}, key=lambda name: name != PARQUET)
+    if len(formats) < 2:
+        return
+    described = []
+    for file_format in formats:
+        names = sorted(
+            Path(os.path.relpath(source.path, root)).as_posix()
+            for source in files
+            if source.format == file_format
+        )
+        shown = ", ".join(names[:_NAMED_FILES]) + (", ..." if len(names) > _NAMED_FILES else "")
+        label = "Parquet" if file_format == PARQUET else "Arrow IPC"
+        described.append(f"{len(names)} {label} ({shown})")
+    raise BloomskipError(
+        f"{text}: holds {' and '.join(described)} files; a dataset is of one format: "
+        "name each with its own glob (e.g. 'DIR/*.parquet' and 'DIR/*.arrow')"
+    )
 
 
 def _ignored(path: Path, root: Path) -> bool:
@@ -340,7 +378,7 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
     """Resolve a DATASET argument to its files.
 
     Args:
-        dataset: A Parquet or Arrow IPC file, a directory of Parquet files, or a glob.
+        dataset: A Parquet or Arrow IPC file, a directory of them, or a glob.
 
     Returns:
         ``(root, files)``: the directory the dataset lives in (where the default sidecar goes;
@@ -348,7 +386,8 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
         files, sorted by path.
 
     Raises:
-        BloomskipError: Nothing matches, or a file is neither Parquet nor Arrow IPC.
+        BloomskipError: Nothing matches, a file is neither Parquet nor an Arrow IPC file, or
+            the files are not all of one of the two formats.
 
     Example:
         >>> root, files = discover("logs/*.parquet")  # doctest: +SKIP
@@ -370,20 +409,17 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
             if info.type == pafs.FileType.File and not _ignored(Path(info.path), root)
         ]
         files = [SourceFile(name, _dataset_format(name)) for name in found]
-        if any(source.format != "parquet" for source in files):
-            raise BloomskipError(f"{text}: a directory dataset must hold only Parquet files")
     elif is_glob(text):
         root = glob_root(text).resolve()
         matched = [Path(name) for name in glob.glob(text, recursive=True)]
         files = [
             SourceFile(name.resolve(), _dataset_format(name)) for name in matched if name.is_file()
         ]
-        if any(source.format != "parquet" for source in files):
-            raise BloomskipError(f"{text}: a glob dataset must hold only Parquet files")
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
     if not files:
-        raise BloomskipError(f"{text}: the dataset holds no Parquet file")
+        raise BloomskipError(f"{text}: the dataset holds no Parquet or Arrow IPC file")
+    _one_format(text, files, root)
     return root, sorted(files, key=lambda source: str(source.path))
 
 

@@ -26,6 +26,7 @@ from bloomskip._cli import (
     positive_int,
     print_json,
     probability,
+    warn,
 )
 
 _VARIANTS = ("both", "signed-tail", "unsigned-tail")
@@ -116,7 +117,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     repair.add_argument(
         "--variant", choices=_VARIANTS, default="both",
         help="both: Java and C++ readers find every series (default); signed-tail: the spec; "
-        "unsigned-tail: the C++ library",
+        "unsigned-tail: the C++ library; a warning on stderr, before anything is written, names "
+        "each reader the new filter hides series from, and how many",
     )  # fmt: skip
     _add_common(repair, json_flag=True, charset=True, error_rate=True)
     repair.set_defaults(func=os_errors_as_user_errors(_repair))
@@ -340,8 +342,18 @@ _QUERY_PATH_NAMES = {
 def _repair(args: argparse.Namespace) -> int:
     from bloomskip.tsfile.repair import repair_filter
 
+    def warn_hidden(hidden: dict[str, list[str]]) -> None:
+        # Before anything is written: the user learns what the variant costs even if the
+        # write then fails.
+        for line in _hidden_warnings(args.file, args.variant, hidden):
+            warn(line)
+
     result = repair_filter(
-        args.file, variant=args.variant, error_rate=args.error_rate, charset=args.charset
+        args.file,
+        variant=args.variant,
+        error_rate=args.error_rate,
+        charset=args.charset,
+        on_hidden=warn_hidden,
     )
     if args.json:
         print_json(result.to_dict(), pretty=True)
@@ -353,3 +365,21 @@ def _repair(args: argparse.Namespace) -> int:
             f"{result.new_filter_bytes} bytes (was {result.old_filter_bytes})"
         )
     return EXIT_OK
+
+
+def _hidden_warnings(file: str, variant: str, hidden: dict[str, list[str]]) -> list[str]:
+    """One line per reader a ``variant`` filter hides series from, naming the reader, the query
+    path that misses them, how many and the first few."""
+    from bloomskip.tsfile.analysis import READERS
+
+    lines = []
+    for key, paths in hidden.items():
+        reader = READERS[key]
+        consulted = [_QUERY_PATH_NAMES[path] for path, on in reader.consults_filter.items() if on]
+        shown = ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
+        lines.append(
+            f"{file}: the new {variant} filter hides {len(paths)} series from {reader.name} "
+            f"readers ({reader.hash_variant} hash): their {' and '.join(consulted)} return no "
+            f"rows for them ({shown}); --variant both serves every reader"
+        )
+    return lines

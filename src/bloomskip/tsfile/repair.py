@@ -10,6 +10,11 @@ The new file is written next to the old one, checked by reading it back, and mov
 one with ``os.replace``: a crash at any point leaves the original intact. A symbolic link is
 written through: the file it points to is repaired and the link stays a link.
 
+A ``signed-tail`` or ``unsigned-tail`` filter can hide series from the other kind of reader
+(:data:`~bloomskip.tsfile.analysis.READERS`): before anything is written, the series each
+reader's filter-consulting query path would miss in the new filter are computed and handed to
+``on_hidden`` (``bloomskip tsfile repair`` prints them as a warning).
+
 Example:
     >>> result = repair_filter("cjk.tsfile")  # doctest: +SKIP
     >>> result.variant, result.bit_count  # doctest: +SKIP
@@ -20,18 +25,21 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bloomskip._atomic import atomic_writer, final_target
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
-from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter, reader_batch
+from bloomskip.tsfile.analysis import READER_KINDS, READERS, analyze_filter, reader_batch
 from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
 from bloomskip.tsfile.filter import DEFAULT_ERROR_RATE, BloomFilter
 from bloomskip.tsfile.hash import HashVariant, signed_tail_flags, variants_differ
 from bloomskip.tsfile.paths import DEFAULT_CHARSET, is_utf8
-from bloomskip.tsfile.reader import MAGIC, TsFileReader
+from bloomskip.tsfile.reader import MAGIC, Series, TsFileReader
 
 _COPY_CHUNK = 8 * 1024 * 1024
 
@@ -39,7 +47,9 @@ _COPY_CHUNK = 8 * 1024 * 1024
 @dataclass(frozen=True)
 class RepairResult:
     """What a repair wrote (``target``: the file rewritten, ``file`` itself or what its symbolic
-    links point to)."""
+    links point to; ``hidden_series``: per reader of
+    :data:`~bloomskip.tsfile.analysis.READERS` that misses some, how many series the new filter
+    hides from its filter-consulting query path)."""
 
     file: str
     target: str
@@ -52,6 +62,7 @@ class RepairResult:
     new_filter_bytes: int
     size_before: int
     size_after: int
+    hidden_series: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary."""
@@ -64,6 +75,7 @@ def repair_filter(
     variant: HashVariant = "both",
     error_rate: float = DEFAULT_ERROR_RATE,
     charset: str = DEFAULT_CHARSET,
+    on_hidden: Callable[[dict[str, list[str]]], None] | None = None,
 ) -> RepairResult:
     """Replace a file's Bloom filter by one rebuilt from its series, sized by the writer formula.
 
@@ -73,6 +85,9 @@ def repair_filter(
             find every series), ``signed-tail`` (the spec, Java) or ``unsigned-tail`` (C++).
         error_rate: Target false-positive rate for the sizing (clamped to 0.01 .. 0.1).
         charset: Charset of the path bytes.
+        on_hidden: Called before anything is written when the new filter hides series from
+            some reader (a ``signed-tail`` filter over non-ASCII paths hides them from PyPI
+            ``tsfile``'s ``query_timeseries``), with :func:`hidden_by_filter`'s answer.
 
     Returns:
         A summary of the new filter.
@@ -82,6 +97,10 @@ def repair_filter(
         StaleSourceError: The file changed while it was being repaired (left untouched).
         BloomskipError: The rewritten metadata would not fit the format.
         OSError: The file or its directory cannot be read or written.
+
+    Example:
+        >>> repair_filter("cjk.tsfile", variant="signed-tail").hidden_series  # doctest: +SKIP
+        {'cpp': 3}
     """
     signed_tail_flags(variant)
     path = os.fspath(file)
@@ -90,6 +109,9 @@ def repair_filter(
         before = os.fstat(reader.fileno())
         paths = reader.series_paths()
         new_filter = _rebuilt_filter(paths, variant, error_rate, charset)
+        hidden = hidden_by_filter(new_filter, reader.series(), charset)
+        if hidden and on_hidden is not None:
+            on_hidden(hidden)
         serialized = new_filter.to_bytes()
         if reader.version == 3 and not new_filter.serialized_bits():
             # v3 stores bit_count and k even after an empty bit vector.
@@ -129,7 +151,44 @@ def repair_filter(
         new_filter_bytes=len(serialized),
         size_before=before.st_size,
         size_after=metadata.start + len(tail),
+        hidden_series={reader: len(missed) for reader, missed in hidden.items()},
     )
+
+
+def hidden_by_filter(
+    bloom_filter: BloomFilter, series: list[Series], charset: str = DEFAULT_CHARSET
+) -> dict[str, list[str]]:
+    """The series a filter hides from each reader: those whose check fails under the reader's
+    hash, on a query path that consults the filter (time columns left out: no query selects
+    them), exactly as :func:`~bloomskip.tsfile.analysis.analyze_filter` counts them.
+
+    Args:
+        bloom_filter: The filter, e.g. a repair's new one before it is written.
+        series: The file's series (:meth:`TsFileReader.series`).
+        charset: The Java readers' charset (C++ readers hash UTF-8).
+
+    Returns:
+        ``{reader: paths}`` for each key of :data:`~bloomskip.tsfile.analysis.READERS` that
+        misses at least one series; empty when every reader finds every series.
+
+    Example:
+        >>> with TsFileReader("cjk.tsfile") as reader:  # doctest: +SKIP
+        ...     new = BloomFilter.for_paths(reader.series_paths(), variant="signed-tail")
+        ...     hidden_by_filter(new, reader.series())
+        {'cpp': ['root.sg.设备.温度', 'root.sg.设备.湿度', 'root.sg.设备.状态']}
+    """
+    paths = [item.path for item in series]
+    selectable = np.fromiter((item.measurement != "" for item in series), bool, len(series))
+    hidden: dict[str, list[str]] = {}
+    for key, behaviour in READERS.items():
+        if not any(behaviour.consults_filter.values()):
+            continue
+        signed_tail = READER_KINDS[behaviour.hash_variant]
+        found = bloom_filter.contains_with(reader_batch(paths, signed_tail, charset), signed_tail)
+        missed = np.flatnonzero(~found & selectable)
+        if len(missed):
+            hidden[key] = [paths[index] for index in missed]
+    return hidden
 
 
 def _rebuilt_filter(
