@@ -71,7 +71,8 @@ def test_explain_reports_each_index(data: Path, capsys) -> None:
     assert "index INDEX k_bf k TYPE bloom_filter(0.05) GRANULARITY 1" in out
     assert "granules skipped:" in out and "bytes skipped:" in out
     assert "no part of the WHERE can use this index" in out  # e.g. tags_bf
-    assert out.splitlines()[-1].startswith("read: ")
+    assert out.splitlines()[-2].startswith("read: ")
+    assert out.splitlines()[-1].startswith("avoided: ")
 
 
 def test_corrupt_sidecar_warns_and_scans(data: Path, capsys) -> None:

@@ -80,7 +80,7 @@ def test_user_errors_are_bloomskip_errors(corpus, capsys, tmp_path):
 
 def test_inspect_json_reports_clickhouse_sizes(corpus, capsys):
     built = corpus["compact_packed"]
-    status, out = _run(["inspect", *_part_args(built), "--json"], capsys)
+    status, out = _run(["inspect", *_part_args(built), "--json", "--granules"], capsys)
     assert status == 0
     report = json.loads(out)
     assert (report["part_type"], report["rows"], report["granules"]) == ("Compact", 3000, 23)

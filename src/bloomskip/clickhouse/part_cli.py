@@ -1,9 +1,11 @@
 """``bloomskip clickhouse inspect`` and ``bloomskip clickhouse explain``: a real part, offline.
 
-``inspect PART_DIR --table-sql FILE [--index NAME] [--json]`` reports, per skip index, its type and
-parameters, granule count, bytes on disk and uncompressed, and per granule the rows covered, bits
-set, fill ratio and estimated false-positive rate, then flags saturated granules (estimated
-false-positive rate at or above ``--saturation-fpr``) with parameters that would fix them.
+``inspect PART_DIR --table-sql FILE [--index NAME] [--summary | --granules] [--json]`` reports,
+per skip index, its type and parameters, granule count, bytes on disk and uncompressed, and per
+granule the rows covered, bits set, fill ratio and estimated false-positive rate, then flags
+saturated granules (estimated false-positive rate at or above ``--saturation-fpr``) with
+parameters that would fix them. A part with more than :data:`SCREENFUL` granule lines gets the
+summary (per index totals and the saturated granules only) unless ``--granules`` asks for all.
 
 ``explain PART_DIR --table-sql FILE --where PRED [--index NAME] [--json]`` evaluates each index
 alone, as ``EXPLAIN indexes = 1`` counts it: data granules (marks) kept, their numbers and rows.
@@ -34,6 +36,10 @@ if TYPE_CHECKING:  # kept out of the import path: registering the commands must 
 DEFAULT_SATURATION_FPR = 0.5
 #: The false-positive rate the recommended parameters aim at (ClickHouse's bloom_filter default).
 DEFAULT_TARGET_FPR = 0.025
+#: ``inspect`` shows the summary by default when the part has more granule lines than this.
+SCREENFUL = 40
+#: The summary's text lists at most this many saturated granules per index (JSON lists all).
+SHOWN_SATURATED = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +67,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_TARGET_FPR,
         help="false-positive rate the suggested parameters aim at (default %(default)s)",
     )
-    inspect.set_defaults(func=inspect_command)
+    view = inspect.add_mutually_exclusive_group()
+    view.add_argument(
+        "--summary",
+        dest="view",
+        action="store_const",
+        const="summary",
+        help="per index totals and the saturated granules only (the default when the part has "
+        f"more than {SCREENFUL} granule lines)",
+    )
+    view.add_argument(
+        "--granules",
+        dest="view",
+        action="store_const",
+        const="granules",
+        help=f"every granule of every index (the default up to {SCREENFUL} granule lines)",
+    )
+    inspect.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw a per-granule fill heatmap, saturated granules marked (PNG, SVG or PDF "
+        "by the name; needs bloomskip[plot])",
+    )
+    inspect.set_defaults(func=inspect_command, view=None)
 
     explain = subparsers.add_parser(
         "explain",
@@ -398,6 +426,7 @@ def _summary(
         "mean_estimated_fpr": (
             sum(row["estimated_fpr"] for row in statistics) / len(statistics) if statistics else 0.0
         ),
+        "max_estimated_fpr": max((row["estimated_fpr"] for row in statistics), default=0.0),
         "saturation_fpr": saturation_fpr,
         "saturated_granules": saturated,
         "recommendation": None,
@@ -413,12 +442,59 @@ def _summary(
     return summary
 
 
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """The summary view of an :func:`inspect_part` report: the saturated granules only.
+
+    Args:
+        report: From :func:`inspect_part` (not modified).
+
+    Returns:
+        A copy in which each materialized index has ``saturated_granule_statistics`` (the
+        ``granule_statistics`` rows of its saturated granules) in place of
+        ``granule_statistics``; the per index totals (``summary``) are unchanged, and
+        ``view`` is ``"summary"``.
+
+    Example:
+        >>> summary = summarize(inspect_part(part))  # doctest: +SKIP
+        >>> summary["indexes"][0]["saturated_granule_statistics"]  # doctest: +SKIP
+        []
+    """
+    indexes = []
+    for entry in report["indexes"]:
+        entry = dict(entry)
+        if entry["materialized"]:
+            saturated = set(entry["summary"]["saturated_granules"])
+            entry["saturated_granule_statistics"] = [
+                row for row in entry.pop("granule_statistics") if row["granule"] in saturated
+            ]
+        indexes.append(entry)
+    return {**report, "view": "summary", "indexes": indexes}
+
+
+def granule_lines(report: dict[str, Any]) -> int:
+    """How many granule lines :func:`inspect_part`'s full report prints (all its indexes).
+
+    Example:
+        >>> granule_lines({"indexes": [{"materialized": False}]})
+        0
+    """
+    return sum(len(entry.get("granule_statistics", ())) for entry in report["indexes"])
+
+
 def inspect_command(args: argparse.Namespace) -> int:
     """Handler of ``bloomskip clickhouse inspect``; returns the exit status."""
     part = _open_part(args)
     report = inspect_part(
         part, args.index, saturation_fpr=args.saturation_fpr, target_fpr=args.target_fpr
     )
+    lines = granule_lines(report)
+    view = args.view or ("summary" if lines > SCREENFUL else "granules")
+    if args.plot is not None:
+        from bloomskip.plots import plot_part_fill, save_figure
+
+        save_figure(plot_part_fill(report), args.plot)
+    report["granule_lines"] = lines
+    report = summarize(report) if view == "summary" else {**report, "view": "granules"}
     if args.json:
         print_json(report)
         return EXIT_OK
@@ -443,14 +519,21 @@ def inspect_command(args: argparse.Namespace) -> int:
             f"({entry['marks_format']})"
         )
         multi = len(entry["expressions"]) > 1
-        header = f"  {'granule':>7} {'rows':>9} {'bits':>10} {'set':>10} {'fill':>6} {'est.fpr':>9}"
-        print(header + ("  column" if multi else ""))
-        for row in entry["granule_statistics"]:
+        rows = entry.get("granule_statistics", entry.get("saturated_granule_statistics"))
+        shown = rows if view == "granules" else rows[: SHOWN_SATURATED * len(entry["expressions"])]
+        if shown:
+            header = (
+                f"  {'granule':>7} {'rows':>9} {'bits':>10} {'set':>10} {'fill':>6} {'est.fpr':>9}"
+            )
+            print(header + ("  column" if multi else ""))
+        for row in shown:
             line = (
                 f"  {row['granule']:>7} {row['rows']:>9} {row['bit_count']:>10} "
                 f"{row['bits_set']:>10} {row['fill_ratio']:>6.3f} {row['estimated_fpr']:>9.3g}"
             )
             print(line + (f"  {row['column']}" if multi else ""))
+        if len(shown) < len(rows):
+            print(f"  ... {len(rows) - len(shown)} more saturated granule lines (--json lists all)")
         summary = entry["summary"]
         print(
             f"  mean fill {summary['mean_fill_ratio']:.3f}, max fill "
@@ -468,4 +551,11 @@ def inspect_command(args: argparse.Namespace) -> int:
                 f"{advice['estimated_fpr']:.3g})"
                 + (f"; {advice['note']}" if advice.get("note") else "")
             )
+        elif view == "summary":
+            print(f"  no saturated granule (estimated fpr >= {summary['saturation_fpr']:g})")
+    if view == "summary":
+        print(
+            f"\nsummary of {lines} granule lines: the saturated ones only (--granules lists "
+            "every granule)"
+        )
     return EXIT_OK

@@ -16,6 +16,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bloomskip.dataset.report import human_size
+
 ROW_GROUP_ROWS = 65_536
 RARE_TOKEN = "OutOfMemoryError"
 # One row in this many carries RARE_TOKEN.
@@ -173,23 +175,103 @@ def write_logs(
     return written
 
 
-def run_demo(directory: str | Path, rows: int = 5_000_000) -> list[dict]:
+def run_demo(directory: str | Path, rows: int = 5_000_000, keep: bool = False) -> list[dict]:
     """Generate, index and query a log dataset; print a comparison table.
+
+    The data folder's absolute path and size are printed before the queries run. Without
+    ``keep`` the files the demo generated (``logs-*.parquet`` and the index) are removed when it
+    ends, also when it fails or is interrupted, and so is the folder if the demo created it and
+    nothing else is left in it; nothing else in the folder is touched.
 
     Args:
         directory: Where the dataset goes (reused when it already holds the demo data).
         rows: Rows to generate.
+        keep: Leave the generated data for later queries (printed: how to remove it).
 
     Returns:
         One dict per query: query, rows matched, rows scanned, bloomskip seconds, DuckDB seconds.
+
+    Example:
+        >>> run_demo("bloomskip-demo", rows=200_000)  # doctest: +SKIP
     """
+    target = Path(directory).absolute()
+    created = not target.exists()
+    try:
+        results = _run_demo(target, rows)
+    finally:
+        if not keep:
+            _remove_demo_data(target, created)
+    if keep:
+        print(f"kept {target} ({_folder_size(target)}); remove it with: {_removal_command(target)}")
+    return results
+
+
+def demo_files(target: Path) -> list[Path]:
+    """The files a demo run writes into ``target``: its Parquet files and their index.
+
+    Args:
+        target: The demo's data folder.
+
+    Returns:
+        The existing ones, sorted.
+
+    Example:
+        >>> demo_files(Path("no-such-folder"))
+        []
+    """
+    from bloomskip.dataset.dataset import default_sidecar_path
+
+    sidecar = default_sidecar_path(target)
+    found = sorted(target.glob("logs-*.parquet"))
+    return found + ([sidecar] if sidecar.is_file() else [])
+
+
+def _remove_demo_data(target: Path, created: bool) -> None:
+    """Remove what the demo wrote, and ``target`` itself when the demo created it and it is
+    left empty; prints what was removed."""
+    files = demo_files(target)
+    removed = sum(path.stat().st_size for path in files)
+    for path in files:
+        path.unlink(missing_ok=True)
+    for stale in target.glob(".logs-*.parquet.tmp"):  # a write the interrupt cut short
+        stale.unlink(missing_ok=True)
+    gone = ""
+    if created and target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+        gone = " and the folder"
+    if files or gone:
+        print(
+            f"removed the demo data in {target} ({human_size(removed)}){gone}; "
+            "run with --keep to keep it"
+        )
+
+
+def _folder_size(target: Path) -> str:
+    """The demo files' total size, and how many there are."""
+    files = demo_files(target)
+    return f"{human_size(sum(path.stat().st_size for path in files))} in {len(files)} files"
+
+
+def _removal_command(target: Path) -> str:
+    """A shell command removing the demo data: the folder, when it holds nothing else."""
+    import shlex
+
+    from bloomskip.dataset.dataset import default_sidecar_path
+
+    quoted = shlex.quote(str(target))
+    if set(target.iterdir()) <= set(demo_files(target)):
+        return f"rm -r {quoted}"
+    return f"rm {quoted}/logs-*.parquet {shlex.quote(str(default_sidecar_path(target)))}"
+
+
+def _run_demo(target: Path, rows: int) -> list[dict]:
+    """The demo itself, in ``target`` (absolute)."""
     import duckdb
     import pyarrow.parquet as pq
 
     from bloomskip.dataset.dataset import Dataset
     from bloomskip.dataset.translate import clickhouse_to_duckdb
 
-    target = Path(directory)
     started = time.perf_counter()
     existing = sorted(target.glob("logs-*.parquet"))
     if existing and sum(pq.ParquetFile(p).metadata.num_rows for p in existing) == rows:
@@ -207,6 +289,7 @@ def run_demo(directory: str | Path, rows: int = 5_000_000) -> list[dict]:
         f"index: {report.sidecar.name}, {report.index_bytes / 1e6:.1f} MB, "
         f"built in {build_seconds:.2f} s ({len(report.rebuilt)} files indexed)"
     )
+    print(f"data: {target} ({_folder_size(target)})")
     load_started = time.perf_counter()
     for definition in DEMO_INDEXES:  # decode each index once, as a long-lived process would
         dataset.explain(f"{definition.split()[0]} = '0'")

@@ -63,6 +63,11 @@ class IndexOutcome:
         rows_skipped: Rows in those granules.
         keep: Per file, a bool per row group: False where this index alone skips it.
         note: Why the index was not used, when it was not.
+        granule_keep: Per file, a bool per sidecar granule (False: this index skips it), or
+            None for a file this index did not evaluate.
+        engine: ``(spec, SkipIndex, file positions)`` of an index that was evaluated: what
+            :func:`atom_outcomes` and the observed false positives probe again (no payload is
+            read twice).
     """
 
     definition: str
@@ -72,6 +77,8 @@ class IndexOutcome:
     rows_skipped: int = 0
     keep: list = field(default_factory=list)
     note: str = ""
+    granule_keep: list = field(default_factory=list)
+    engine: tuple | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -89,6 +96,8 @@ class Explanation:
         table: For a Delta or Iceberg table: its format and snapshot, the files of the
             snapshot, the files its own pruning (partition values, statistics) kept, and the
             predicate that pruning was given (``files`` then holds only the kept ones).
+        where: The WHERE the indexes were evaluated for.
+        granule: The sidecar's granule (``"row-group"`` or a row count), None without one.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -103,6 +112,8 @@ class Explanation:
     schema_source: Callable[[], pa.Schema] | None = field(default=None, repr=False)
     io: dict[str, int] = field(default_factory=dict)
     table: dict | None = None
+    where: str | None = None
+    granule: str | None = None
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
@@ -385,24 +396,48 @@ def prune(
             warnings.append(f"index {spec.definition} not used: {exc}")
             continue
         outcome.useful = True
-        position = 0
-        for i in usable:
-            state = states[i]
-            rows = np.asarray(state.entry.granule_rows, np.int64)
-            file_keep = np.zeros(len(rows), bool)
-            nonempty = np.flatnonzero(rows > 0)
-            file_keep[nonempty] = may_match[position : position + len(nonempty)]
-            position += len(nonempty)
-            outcome.granules += len(rows)
-            outcome.granules_skipped += int((~file_keep).sum())
-            outcome.rows_skipped += int(rows[~file_keep].sum())
-            if sidecar.granule == ROW_GROUP:
-                unit_keep = file_keep
-            else:
-                unit_keep = granules_to_units(rows, file_keep, state.layout.rows)
-            outcome.keep[i] = unit_keep
+        outcome.engine = (spec, index, usable)
+        outcome.granule_keep = _file_granule_keeps(may_match, usable, states)
+        _count(outcome, states, sidecar.granule)
+        for i, unit_keep in enumerate(outcome.keep):
             keep[i] &= unit_keep
-    return Explanation(states, keep, outcomes, warnings)
+    granule = sidecar.granule if sidecar is not None else None
+    return Explanation(states, keep, outcomes, warnings, where=where, granule=granule)
+
+
+def _file_granule_keeps(may_match, usable: list[int], states: list[FileState]) -> list:
+    """Spread an index's verdict (one per non-empty granule of its files) over each file's
+    sidecar granules; None for the files it does not cover."""
+    import numpy as np
+
+    keeps: list = [None] * len(states)
+    position = 0
+    for i in usable:
+        rows = np.asarray(states[i].entry.granule_rows, np.int64)
+        file_keep = np.zeros(len(rows), bool)
+        nonempty = np.flatnonzero(rows > 0)
+        file_keep[nonempty] = may_match[position : position + len(nonempty)]
+        position += len(nonempty)
+        keeps[i] = file_keep
+    return keeps
+
+
+def _count(outcome: IndexOutcome, states: list[FileState], granule: str) -> None:
+    """Fill an outcome's counts and per row group verdict from its ``granule_keep``."""
+    import numpy as np
+
+    outcome.keep = [np.ones(len(state.layout.rows), bool) for state in states]
+    for i, file_keep in enumerate(outcome.granule_keep):
+        if file_keep is None:
+            continue
+        rows = np.asarray(states[i].entry.granule_rows, np.int64)
+        outcome.granules += len(rows)
+        outcome.granules_skipped += int((~file_keep).sum())
+        outcome.rows_skipped += int(rows[~file_keep].sum())
+        if granule == ROW_GROUP:
+            outcome.keep[i] = file_keep
+        else:
+            outcome.keep[i] = granules_to_units(rows, file_keep, states[i].layout.rows)
 
 
 def _condition(spec, where, condition_cache):
@@ -474,3 +509,228 @@ def _engine_index(number, spec, states, indexed, cache):
             cache.clear()
         cache[key] = (index, usable, problems)
     return cache[key]
+
+
+#: At most this many predicate atoms get their own verdict in an explanation (each is compiled
+#: and probed against every index again); a longer WHERE is described as a whole only.
+MAX_ATOMS = 32
+
+
+def predicate_atoms(where: str, limit: int | None = None) -> list[str]:
+    """Split a WHERE into its predicate atoms: the operands AND, OR and NOT combine.
+
+    An atom under an odd number of NOTs is returned as ``NOT (atom)``, so that each atom is
+    evaluated as it counts in the WHERE. Repeated atoms are listed once.
+
+    Args:
+        where: ClickHouse WHERE expression.
+        limit: Stop once more than this many atoms are found (the first ``limit + 1`` are
+            returned).
+
+    Returns:
+        The atoms' SQL texts (ClickHouse dialect) in the WHERE's order; the WHERE itself when
+        it is one atom.
+
+    Raises:
+        UnsupportedPredicateError: The WHERE does not parse.
+
+    Example:
+        >>> predicate_atoms("k = 1 AND NOT (hasToken(s, 'a') OR s LIKE '%b%')")
+        ['k = 1', "NOT (hasToken(s, 'a'))", "NOT (s LIKE '%b%')"]
+    """
+    from sqlglot import exp
+
+    from bloomskip.dataset.translate import parse_where
+
+    root = parse_where(where)
+    atoms: dict[str, None] = {}
+    pending = [(root, False)]
+    while pending:  # no recursion: a WHERE may chain thousands of ORs
+        node, negated = pending.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Not):
+            pending.append((node.this, not negated))
+        elif isinstance(node, (exp.And, exp.Or)):
+            pending.extend([(node.expression, negated), (node.this, negated)])
+        elif node is root and not negated:
+            return [where]
+        else:
+            text = node.sql(dialect="clickhouse")
+            atoms.setdefault(f"NOT ({text})" if negated else text)
+            if limit is not None and len(atoms) > limit:
+                break
+    return list(atoms)
+
+
+@dataclass
+class AtomOutcome:
+    """What each index decides for one predicate atom alone.
+
+    Attributes:
+        predicate: The atom's SQL text.
+        indexes: One :class:`IndexOutcome` per index of the explanation (``useful`` False for
+            an index that cannot evaluate this atom).
+    """
+
+    predicate: str
+    indexes: list[IndexOutcome]
+
+
+def atom_outcomes(
+    result: Explanation, condition_cache: dict | None = None
+) -> list[AtomOutcome] | None:
+    """Evaluate each predicate atom of the explanation's WHERE alone against each index.
+
+    The indexes already decoded for the WHERE are probed again (nothing is read); each atom is
+    compiled as its own WHERE by the same engine, so an AND's verdict is the AND of its atoms'
+    and an OR's the OR.
+
+    Args:
+        result: From :func:`prune` (its ``where`` set).
+        condition_cache: Compiled conditions keyed by WHERE and index, reused.
+
+    Returns:
+        One :class:`AtomOutcome` per atom of :func:`predicate_atoms`, or None when the WHERE has
+        more than :data:`MAX_ATOMS` atoms.
+
+    Example:
+        >>> [atom.predicate for atom in atom_outcomes(explanation)]  # doctest: +SKIP
+        ['k = 5', "hasToken(s, 'error')"]
+    """
+    if result.where is None:
+        return []
+    atoms = predicate_atoms(result.where, MAX_ATOMS)
+    if len(atoms) > MAX_ATOMS:
+        return None
+    import numpy as np
+
+    outcomes = []
+    for atom in atoms:
+        per_index = []
+        for outcome in result.indexes:
+            item = IndexOutcome(outcome.definition, useful=False)
+            item.keep = [keep.copy() for keep in outcome.keep]
+            per_index.append(item)
+            if outcome.engine is None:
+                item.note = outcome.note or "not used"
+                continue
+            spec, index, usable = outcome.engine
+            try:
+                condition = _condition(spec, atom, condition_cache)
+                if not condition.useful:
+                    item.note = "this index cannot evaluate this predicate"
+                    continue
+                may_match = np.asarray(condition.may_match(index), bool)
+            except ValueError as exc:
+                item.note = f"not used: {exc}"
+                continue
+            item.useful = True
+            item.engine = outcome.engine
+            item.granule_keep = _file_granule_keeps(may_match, usable, result.files)
+            _count(item, result.files, result.granule)
+        outcomes.append(AtomOutcome(atom, per_index))
+    return outcomes
+
+
+def saturated(outcome: IndexOutcome, where: str, condition_cache: dict | None = None) -> bool:
+    """Whether an index is saturated for ``where``: it evaluated it, kept every granule, and
+    would have skipped a granule whose filters hold nothing.
+
+    The last test tells saturation from structure: a predicate that keeps every granule
+    whatever the filters hold (a negation, an OR with what the index cannot evaluate) says
+    nothing about them. Keeping every granule otherwise means that every granule's filters
+    hold every value or token the predicate probes: the value is in every granule, or the
+    filters are too full to tell (``--analyze`` counts which).
+
+    Args:
+        outcome: An index's verdict for ``where`` (from :func:`prune` or
+            :func:`atom_outcomes`).
+        where: The WHERE (or atom) it was evaluated for.
+        condition_cache: Compiled conditions keyed by WHERE and index, reused.
+
+    Returns:
+        True when saturated.
+
+    Example:
+        >>> saturated(explanation.indexes[0], explanation.where)  # doctest: +SKIP
+        False
+    """
+    import numpy as np
+
+    from bloomskip.clickhouse.granule import BloomFilterGranules, TextGranules
+
+    if not outcome.useful or outcome.engine is None or not outcome.granules:
+        return False
+    if outcome.granules_skipped:
+        return False
+    spec, index, _ = outcome.engine
+    definition = index.definition
+    columns = len(definition.expressions)
+    types = index.index_column_types
+    if definition.type == "bloom_filter":
+        # One granule of one distinct value: a VarUInt 1, then each column's all-zero filter.
+        width = (definition.bits_per_row + 7) // 8
+        empty = BloomFilterGranules.from_bytes(
+            definition, b"\x01" + bytes(width * columns), 1, types
+        )
+    else:
+        empty = TextGranules(
+            definition, np.zeros((1, columns * definition.size_bytes), np.uint8), types
+        )
+    try:
+        return not bool(_condition(spec, where, condition_cache).may_match(empty)[0])
+    except ValueError:
+        return False
+
+
+def index_fill(states: list[FileState], sidecar: Sidecar, saturation_fpr: float) -> list[dict]:
+    """Each sidecar index's per-granule fill over the files it still describes.
+
+    Args:
+        states: From :func:`file_states` with ``sidecar``.
+        sidecar: The sidecar.
+        saturation_fpr: A granule whose estimated false-positive rate (``fill ** k``) reaches
+            this is saturated.
+
+    Returns:
+        Per index ``{"name", "definition", "fill_ratio", "estimated_fpr", "saturated",
+        "boundaries", "files"}``: per non-empty granule of its files in dataset order (the
+        fullest column of a multi-column index), and the granule numbers where each of
+        ``files`` (their sidecar names) starts; empty lists for an index no file has readable.
+
+    Example:
+        >>> index_fill(states, sidecar, 0.5)[0]["saturated"][:3]  # doctest: +SKIP
+        array([False, False,  True])
+    """
+    import numpy as np
+
+    from bloomskip.clickhouse.ddl import parse_index_definition
+
+    indexed = [i for i, state in enumerate(states) if state.entry is not None]
+    filled = []
+    for number, spec in enumerate(sidecar.indexes):
+        index, usable, _ = (
+            _engine_index(number, spec, states, indexed, {}) if indexed else (None, [], [])
+        )
+        fill = fpr = np.zeros(0)
+        boundaries: list[int] = []
+        if index is not None:
+            statistics = index.granule_statistics()
+            columns = index.column_count
+            fill = statistics.column("fill_ratio").to_numpy().reshape(-1, columns).max(axis=1)
+            fpr = statistics.column("estimated_fpr").to_numpy().reshape(-1, columns).max(axis=1)
+            counts = [int((np.asarray(states[i].entry.granule_rows) > 0).sum()) for i in usable]
+            boundaries = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist()
+        filled.append(
+            {
+                "name": parse_index_definition(spec.definition).name,
+                "definition": spec.definition,
+                "fill_ratio": fill,
+                "estimated_fpr": fpr,
+                "saturated": fpr >= saturation_fpr,
+                "boundaries": boundaries,
+                "files": [states[i].relative_path for i in usable] if index is not None else [],
+            }
+        )
+    return filled
