@@ -212,6 +212,12 @@ def surviving_dataset(
             )
             if table_file is not None and table_file.deleted is not None:
                 batches.extend(_without_deleted(fragment, state, groups, table_file, schema))
+            elif _has_view_types(state, fragment):
+                # pyarrow's dataset filters have no kernels for view types (pyarrow 26: "no
+                # kernel matching input types (string, string_view)"), and DuckDB pushes its
+                # filters into the scan: such a file's kept row groups are read and cast here.
+                # deltalake writes them (a delete rewrites a file with ``string_view``).
+                batches.extend(fragment.to_table(schema=schema).to_batches())
             else:
                 fragments.append(fragment)
         else:
@@ -224,6 +230,25 @@ def surviving_dataset(
     if batches:
         parts.append(pads.InMemoryDataset(batches, schema=schema))
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
+
+
+def _has_view_types(state: FileState, fragment) -> bool:
+    """Whether a Parquet file's Arrow schema holds a view type, at any depth (from the footer
+    its layout already parsed, when it did)."""
+    import pyarrow as pa
+
+    metadata = state.layout.metadata if state.layout is not None else None
+    physical = (
+        metadata.schema.to_arrow_schema() if metadata is not None else fragment.physical_schema
+    )
+    views = (pa.types.is_string_view, pa.types.is_binary_view, pa.types.is_list_view)
+    pending = [item.type for item in physical]
+    while pending:
+        arrow_type = pending.pop()
+        if any(test(arrow_type) for test in views) or pa.types.is_large_list_view(arrow_type):
+            return True
+        pending.extend(arrow_type.field(number).type for number in range(arrow_type.num_fields))
+    return False
 
 
 def _partition_expression(table_file, schema: pa.Schema):
