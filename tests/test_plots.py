@@ -90,6 +90,30 @@ def test_index_status_plot_writes_png_and_svg(data: Path, tmp_path: Path) -> Non
     assert "saturated granule" in text
 
 
+def test_a_segmented_index_draws_the_same_fill_as_the_sidecar(data: Path, tmp_path: Path):
+    from bloomskip.dataset.lake import LakeDataset
+
+    index = tmp_path / "segments"
+    lake = LakeDataset(str(data), index_location=str(index))
+    lake.build_index(
+        ["INDEX k_bf k TYPE bloom_filter(0.05)", "INDEX tiny s TYPE ngrambf_v1(3, 1, 2, 0)"],
+        progress=False,
+    )
+    states, sidecar = lake.index_states()
+    segmented = index_fill(states, sidecar, 0.5)
+    dataset = Dataset(data)
+    local = dataset.load_sidecar()
+    expected = index_fill(file_states(dataset.files, dataset.root, local), local, 0.5)
+    for mine, theirs in zip(segmented, expected, strict=True):
+        assert np.array_equal(mine["fill_ratio"], theirs["fill_ratio"])
+        assert np.array_equal(mine["saturated"], theirs["saturated"])
+    png = tmp_path / "segmented.png"
+    command = ("index", "status", str(data), "--index-location", str(index), "--plot", str(png))
+    result = _cli(*command)
+    assert result.returncode == 0, result.stderr
+    assert _png_shape(png) == (round((1.6 + 0.45 * 2) * DPI), round(WIDTH * DPI))
+
+
 def test_explain_plot_draws_rows_and_granules_kept(data: Path, tmp_path: Path) -> None:
     where = "k = 130 AND s LIKE '%zqxj%'"
     result = _cli("query", str(data), "--where", where, "--explain", "--json")

@@ -199,7 +199,7 @@ def _register_maintenance(index_commands) -> None:
         "--plot",
         metavar="FILE",
         help="also draw each index's per-granule fill heatmap, saturated granules marked (PNG, "
-        "SVG or PDF by the name; needs bloomskip[plot]; a sidecar index)",
+        "SVG or PDF by the name; needs bloomskip[plot])",
     )
     listing = index_commands.add_parser("list", help="list an index's definitions")
     listing.add_argument("--json", action="store_true", help="print one JSON object")
@@ -367,18 +367,20 @@ def _plot_fill(dataset, path: str) -> None:
     from bloomskip.plots import plot_fill, save_figure
 
     if isinstance(dataset, LakeDataset):
-        raise BloomskipError(
-            f"{dataset.location}: index status --plot draws a sidecar index; a segmented "
-            "index's granules are not drawn yet"
-        )
-    sidecar = dataset.load_sidecar()
-    if sidecar is None:
-        raise BloomskipError(f"no index at {dataset.index_path}: nothing to plot")
-    # A glob borrowing its folder's index names files relative to that folder.
-    borrowed = dataset.index_path != dataset.sidecar_path
-    root = dataset.index_folder if borrowed else dataset.root
-    fill = index_fill(file_states(dataset.files, root, sidecar), sidecar, DEFAULT_SATURATION_FPR)
-    name = getattr(dataset, "path", root)
+        states, sidecar = dataset.index_states()
+        if sidecar is None:
+            raise BloomskipError(f"no index at {dataset.index_location}: nothing to plot")
+        name = dataset.location
+    else:
+        sidecar = dataset.load_sidecar()
+        if sidecar is None:
+            raise BloomskipError(f"no index at {dataset.index_path}: nothing to plot")
+        # A glob borrowing its folder's index names files relative to that folder.
+        borrowed = dataset.index_path != dataset.sidecar_path
+        root = dataset.index_folder if borrowed else dataset.root
+        states = file_states(dataset.files, root, sidecar)
+        name = getattr(dataset, "path", root)
+    fill = index_fill(states, sidecar, DEFAULT_SATURATION_FPR)
     save_figure(plot_fill(fill, f"{name}: filter fill per granule"), path)
 
 

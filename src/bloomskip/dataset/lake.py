@@ -671,9 +671,31 @@ class LakeDataset(FrameConversions):
         stores = [self.log.store] + ([self.store] if self.store is not None else [])
         return _snapshot(*(store.stats for store in stores))
 
-    def _useful_indexes(self, manifest: Manifest, where: str) -> list[int]:
+    def index_states(self) -> tuple[list, Sidecar | None]:
+        """Every file's state with the sections of all its indexes read, and the index's
+        definitions (a sidecar without files): what ``index status --plot`` draws.
+
+        Returns:
+            ``(states, sidecar)`` as :func:`~bloomskip.dataset.prune.index_fill` takes them;
+            ``([], None)`` when there is no index.
+
+        Raises:
+            FormatError: The newest manifest is corrupt.
+            StorageError: The dataset or the index cannot be read.
+        """
+        files, versions = self.list_files()
+        manifest = self.latest_manifest(versions)
+        if manifest is None:
+            return [], None
+        states = self._states(files, manifest, None, [])
+        return states, Sidecar(manifest.granule, list(manifest.indexes), {})
+
+    def _useful_indexes(self, manifest: Manifest, where: str | None) -> list[int]:
+        """The indexes whose sections a query of ``where`` reads (all of them for None)."""
         from bloomskip.dataset.prune import _condition
 
+        if where is None:
+            return list(range(len(manifest.indexes)))
         useful = []
         for number, spec in enumerate(manifest.indexes):
             try:
