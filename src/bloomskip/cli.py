@@ -11,6 +11,7 @@ from bloomskip._cli import run_command
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every sub-command registered."""
+    from bloomskip.advise import cli as advise_cli
     from bloomskip.clickhouse import cli as clickhouse_cli
     from bloomskip.dataset import cli as dataset_cli
     from bloomskip.tsfile import cli as tsfile_cli
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     dataset_cli.register(commands)
     tsfile_cli.register(commands)
     clickhouse_cli.register(commands)
+    advise_cli.register(commands)
     return parser
 
 

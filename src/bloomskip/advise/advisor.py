@@ -1,0 +1,604 @@
+"""``advise``: choose a skip index per column from a dataset's own data and queries.
+
+For every column the queries read, the candidates of :mod:`bloomskip.advise.candidates` are
+built over (a sample of) the data and probed with the real conditions
+(:mod:`bloomskip.advise.measure`). Per column, the candidates no other beats on both index bytes
+and rows read form the Pareto front; the recommendation is the smallest candidate whose rows
+read are within 10 % (plus 0.1 percentage point) of the best candidate's. A column where even
+the best candidate skips less than 5 % of the rows its queries read gets no index: there the
+index costs more (bytes, build, probes) than it saves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bloomskip.advise.candidates import (
+    CHOOSING_RATE,
+    GRANULE_ROWS,
+    NGRAM_SIZES,
+    RATES,
+    Candidate,
+    granule_label,
+    quoted_column,
+    text_size,
+)
+from bloomskip.advise.queries import Query, check_queries, read_queries
+from bloomskip.errors import BloomskipError
+
+#: An index must skip at least this share of its queries' rows to be recommended.
+MIN_SKIPPED = 0.05
+#: The recommendation reads at most this much more than the best candidate (relative) ...
+RELATIVE_SLACK = 0.10
+#: ... plus this much (a share of all rows).
+ABSOLUTE_SLACK = 0.001
+
+_SHORT_NAMES = {"bloom_filter": "bf", "tokenbf_v1": "tokenbf", "ngrambf_v1": "ngrambf"}
+
+
+@dataclass
+class Recommendation:
+    """The index advised for one column.
+
+    Attributes:
+        column: The column.
+        index: The bloomskip ``--index`` text, or None when no index pays for itself.
+        granule: Its ``--granule`` (``"row-group"`` or rows), None with no index.
+        clickhouse_ddl: ``ALTER TABLE … ADD INDEX … GRANULARITY g``, None with no index.
+        rows_read_fraction: Rows the column's queries still read (1.0 with no index).
+        index_bytes: Index bytes over the whole dataset (0 with no index).
+        bits_per_row: Index bits per row.
+        reason: Why this one (or why none).
+        candidate: The chosen :class:`Candidate`, if any.
+        closest: With no index because of the budget: the smallest candidates.
+        clickhouse_candidate: The candidate of the DDL, chosen by the rows of its index granules
+            (what ClickHouse reads) among those whose granules are 8,192 x GRANULARITY rows;
+            None when none pays for itself there.
+        clickhouse_reason: Why that one (or none).
+    """
+
+    column: str
+    index: str | None
+    granule: str | int | None
+    clickhouse_ddl: str | None
+    rows_read_fraction: float
+    index_bytes: int
+    bits_per_row: float
+    reason: str
+    candidate: Candidate | None = None
+    closest: list = field(default_factory=list)
+    clickhouse_candidate: Candidate | None = None
+    clickhouse_reason: str = ""
+
+    def to_json(self) -> dict:
+        """The recommendation as ``--json`` prints it."""
+        chosen, server = self.candidate, self.clickhouse_candidate
+        return {
+            "column": self.column,
+            "index": self.index,
+            "granule": self.granule,
+            "clickhouse_ddl": self.clickhouse_ddl,
+            "rows_read_fraction": self.rows_read_fraction,
+            "index_bytes": self.index_bytes,
+            "bits_per_row": self.bits_per_row,
+            "reason": self.reason,
+            "derivation": chosen.derivation if chosen is not None else None,
+            "closest": self.closest,
+            "clickhouse": None
+            if server is None
+            else {
+                "index": server.index,
+                "granularity": server.clickhouse_granularity,
+                "rows_read_fraction": server.clickhouse_rows_read_fraction,
+                "index_bytes": server.index_bytes,
+                "derivation": server.derivation,
+            },
+            "clickhouse_reason": self.clickhouse_reason or None,
+        }
+
+
+@dataclass
+class Advice:
+    """What :func:`advise` measured and recommends.
+
+    Attributes:
+        dataset: The dataset path.
+        table: The table name in the DDL.
+        rows: Rows of the dataset.
+        sample_rows: Rows the candidates were measured on.
+        queries: The queries (with their columns).
+        recommendations: One per column, in order of first use by the queries.
+        candidates: Every candidate measured, per column in order.
+        seconds: Wall time of the whole run.
+        budget_bits_per_row: The budget, if one was given.
+    """
+
+    dataset: str
+    table: str
+    rows: int
+    sample_rows: int
+    queries: list
+    recommendations: list
+    candidates: list
+    seconds: float
+    budget_bits_per_row: float | None = None
+
+    def to_json(self) -> dict:
+        """Everything as ``bloomskip advise --json`` prints it.
+
+        Example:
+            >>> sorted(advise("logs/", "queries.txt").to_json())  # doctest: +SKIP
+            ['budget_bits_per_row', 'candidates', 'candidates_per_second', ...]
+        """
+        from bloomskip.advise.report import build_command
+
+        return {
+            "dataset": self.dataset,
+            "rows": self.rows,
+            "sample_rows": self.sample_rows,
+            "budget_bits_per_row": self.budget_bits_per_row,
+            "queries": [
+                {"where": q.where, "count": q.count, "line": q.line, "columns": list(cols)}
+                for q, cols in self.queries
+            ],
+            "recommendations": [
+                {**r.to_json(), "build_command": build_command(self.dataset, r)}
+                for r in self.recommendations
+            ],
+            "candidates": [c.to_json() for c in self.candidates],
+            "seconds": self.seconds,
+            "candidates_per_second": len(self.candidates) / self.seconds if self.seconds else None,
+        }
+
+
+def advise(
+    dataset: str | os.PathLike,
+    queries: str | os.PathLike | Sequence[str] | Sequence[Query],
+    *,
+    columns: Sequence[str] | None = None,
+    sample_rows: int | None = None,
+    budget_bits_per_row: float | None = None,
+    table: str | None = None,
+    progress: bool | None = False,
+) -> Advice:
+    """Measure candidate skip indexes on a dataset's data with its queries and pick one per column.
+
+    Args:
+        dataset: A local Parquet file, folder or glob (or an Arrow IPC file).
+        queries: A query file (one WHERE a line, optionally ``COUNT<TAB>WHERE``; see
+            :mod:`bloomskip.advise.queries`), or the WHERE clauses themselves (each counted
+            once), or :class:`~bloomskip.advise.queries.Query` objects.
+        columns: Only advise on these columns (default: every column the queries read).
+        sample_rows: Measure on about this many rows of whole row groups spread over the
+            dataset (default: all rows).
+        budget_bits_per_row: Only candidates of at most this many index bits per row.
+        table: Table name for the ClickHouse DDL (default: from the dataset's name).
+        progress: A progress bar on stderr; None: on a terminal only.
+
+    Returns:
+        An :class:`Advice`.
+
+    Raises:
+        BloomskipError: An unreadable or empty query file, a query that does not parse or
+            names an unknown column, a ``columns`` entry no query reads (or not a column), a
+            dataset that is not a local one, or a budget no candidate of any column meets (the
+            message lists the smallest candidates).
+
+    Example:
+        >>> advice = advise("logs/", "queries.txt")  # doctest: +SKIP
+        >>> advice.recommendations[0].index  # doctest: +SKIP
+        'user_id TYPE bloom_filter(0.01)'
+    """
+    from bloomskip.dataset.dataset import Dataset
+
+    started = time.perf_counter()
+    ds = Dataset(dataset)
+    if not isinstance(ds, Dataset):
+        raise BloomskipError(
+            f"{os.fspath(dataset)}: advise reads a local Parquet / Arrow IPC dataset (a file, "
+            "folder or glob)"
+        )
+    origin, parsed = _queries(queries)
+    if budget_bits_per_row is not None and not budget_bits_per_row > 0:
+        raise BloomskipError(
+            f"the budget must be a positive number of bits per row, not {budget_bits_per_row}"
+        )
+    scan_schema = ds.scan_schema()
+    query_columns = check_queries(parsed, scan_schema, origin)
+    targets = _target_columns(query_columns, columns, scan_schema)
+    read_columns = list(dict.fromkeys(c for cols in query_columns for c in cols))
+    plans = {column: _plan(column, ds, parsed, query_columns) for column in targets}
+
+    from bloomskip.advise.measure import (
+        count_false_positives,
+        exact_matches,
+        read_sample,
+        rows_to_evaluate,
+    )
+
+    sample = read_sample(ds, read_columns, sample_rows)
+    layouts = _granulations(sample)
+    candidates = _measure_all(plans, sample, layouts, progress)
+    by_granule = {layout.granule: layout for layout in layouts}
+    rows = rows_to_evaluate(candidates, by_granule, sample, len(parsed))
+    exact_matches(sample, parsed, scan_schema, rows)
+    count_false_positives(candidates, by_granule, sample)
+    _calibrate_rates(candidates)
+    _mark(candidates, budget_bits_per_row)
+    recommendations = [
+        _recommend(
+            column,
+            [c for c in candidates if c.column == column],
+            plans[column],
+            budget_bits_per_row,
+            table or _table_name(dataset),
+        )
+        for column in targets
+    ]
+    if (
+        budget_bits_per_row is not None
+        and candidates
+        and not any(c.fits_budget for c in candidates)
+    ):
+        raise BloomskipError(
+            f"no candidate fits --budget-bits-per-row {budget_bits_per_row:g}; the closest: "
+            + "; ".join(_describe(c) for c in _closest(candidates))
+        )
+    return Advice(
+        dataset=os.fspath(dataset),
+        table=table or _table_name(dataset),
+        rows=sample.total_rows,
+        sample_rows=sample.rows,
+        queries=list(zip(parsed, query_columns, strict=True)),
+        recommendations=recommendations,
+        candidates=candidates,
+        seconds=time.perf_counter() - started,
+        budget_bits_per_row=budget_bits_per_row,
+    )
+
+
+def _queries(queries) -> tuple[str, list[Query]]:
+    if isinstance(queries, str | os.PathLike):
+        return os.fspath(queries), read_queries(queries)
+    parsed = [
+        q if isinstance(q, Query) else Query(str(q).strip(), 1, line)
+        for line, q in enumerate(queries, start=1)
+    ]
+    if not parsed or any(not q.where for q in parsed):
+        raise BloomskipError("queries: give at least one WHERE clause, none empty")
+    return "queries", parsed
+
+
+def _target_columns(query_columns, columns, schema) -> list[str]:
+    used = list(dict.fromkeys(c for cols in query_columns for c in cols))
+    if columns is None:
+        return used
+    for name in columns:
+        if name not in schema.names:
+            raise BloomskipError(
+                f"--columns: {name!r} is not a column of the dataset (columns: "
+                f"{', '.join(schema.names)})"
+            )
+        if name not in used:
+            raise BloomskipError(f"--columns: no query reads {name!r}")
+    return list(dict.fromkeys(columns))
+
+
+@dataclass(eq=False)
+class _Plan:
+    """What can be tried on one column: its type and the index kinds some query can use."""
+
+    column: str
+    column_type: str | None
+    queries: list
+    bloom: bool = False
+    token: bool = False
+    ngrams: tuple = ()
+    notes: list = field(default_factory=list)
+
+
+def _plan(column: str, ds, queries: list[Query], query_columns) -> _Plan:
+    from bloomskip.clickhouse.condition import compile_condition
+    from bloomskip.dataset.build import prepare_index
+
+    mine = [(n, q) for n, (q, cols) in enumerate(zip(queries, query_columns, strict=True))
+            if column in cols]  # fmt: skip
+    plan = _Plan(column, None, mine)
+    quoted = quoted_column(column)
+    conflicts = ds.schema_conflicts()
+
+    def usable(clause: str) -> bool:
+        kind = clause.split("(", 1)[0]
+        try:
+            prepared = prepare_index(f"{quoted} TYPE {clause}", ds.schema, None, conflicts)
+        except BloomskipError as exc:
+            plan.notes.append(f"{kind}: {exc}")
+            return False
+        types = dict(prepared.spec.column_types)
+        plan.column_type = types[column]
+        if any(compile_condition(q.where, prepared.definition, types).useful for _, q in mine):
+            return True
+        plan.notes.append(f"{kind}: no condition of these queries can use it")
+        return False
+
+    plan.bloom = usable("bloom_filter(0.01)")
+    plan.token = usable("tokenbf_v1(256, 2, 0)")
+    plan.ngrams = tuple(n for n in NGRAM_SIZES if usable(f"ngrambf_v1({n}, 256, 2, 0)"))
+    return plan
+
+
+def _granulations(sample) -> list:
+    """The distinct granulations. A fixed size cutting the sample exactly as the row groups
+    do is left out, the row groups then standing for it (as ClickHouse index granules too);
+    one cutting it as a smaller size does (files shorter than both) is left out too."""
+    import numpy as np
+
+    from bloomskip.advise.measure import granulation
+
+    layouts = []
+    for granule in ("row-group", *GRANULE_ROWS):
+        layout = granulation(sample, granule)
+        same = [other for other in layouts if np.array_equal(layout.rows, other.rows)]
+        if not same:
+            layouts.append(layout)
+        elif same[0].clickhouse_rows is None:
+            same[0].clickhouse_rows = layout.clickhouse_rows
+    return layouts
+
+
+def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> list[Candidate]:
+    """Measure the grid, pruned in two steps, on one thread per CPU (the builders run in C
+    without the GIL).
+
+    First each index kind (``bloom_filter``, ``tokenbf_v1``, ``ngrambf_v1`` with each n) is
+    probed once, at the finest granules and rate 0.01: its best case, short of the lowest rate.
+    A kind whose probe skips less than :data:`MIN_SKIPPED` cannot pay for itself at any size
+    and is dropped; of the n-gram sizes only the best probe's n goes on. The kinds left are then
+    measured at every granule and rate.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    from bloomskip.advise.measure import distinct_items, measure
+    from bloomskip.dataset.build import worker_count
+
+    finest = max(layouts, key=lambda layout: len(layout.rows))
+    measured: dict = {}
+    sizes: dict = {}
+    probes = sum(plan.bloom + plan.token + len(plan.ngrams) for plan in plans.values())
+    with (
+        ThreadPoolExecutor(max_workers=worker_count()) as executor,
+        tqdm(
+            total=probes,
+            desc="measuring candidates",
+            unit="index",
+            disable=None if progress is None else not progress,
+        ) as bar,
+    ):
+
+        def size_texts(jobs: list) -> None:
+            # Distinct tokens / n-grams per granule, once per (kind, n, granule).
+            wanted = list(dict.fromkeys(
+                (plan, kind, n, layout) for plan, kind, n, layout, _ in jobs
+                if kind != "bloom_filter" and (plan.column, kind, n, layout.granule) not in sizes
+            ))  # fmt: skip
+            counts = executor.map(
+                lambda job: distinct_items(
+                    sample, job[3], job[0].column, job[0].column_type, job[1], job[2]
+                ),
+                wanted,
+            )
+            for (plan, kind, n, layout), items in zip(wanted, counts, strict=True):
+                sizes[(plan.column, kind, n, layout.granule)] = items
+
+        def run(jobs: list) -> list[Candidate]:
+            size_texts(jobs)
+            candidates = [_candidate(sizes, *job) for job in jobs]
+            fresh = list({
+                (c.index, c.granule): (c, job) for c, job in zip(candidates, jobs, strict=True)
+                if (c.index, c.granule) not in measured
+            }.values())  # fmt: skip
+            for candidate in executor.map(
+                lambda item: measure(
+                    item[0], sample, item[1][3], item[1][0].queries, item[1][0].column_type
+                ),
+                fresh,
+            ):
+                measured[(candidate.index, candidate.granule)] = candidate
+            bar.update(len(jobs))
+            return [measured[(c.index, c.granule)] for c in candidates]
+
+        probe_jobs = []
+        for plan in plans.values():
+            kinds = [("bloom_filter", None)] * plan.bloom + [("tokenbf_v1", None)] * plan.token
+            kinds += [("ngrambf_v1", n) for n in plan.ngrams]
+            probe_jobs += [(plan, kind, n, finest, CHOOSING_RATE) for kind, n in kinds]
+        kept: list = []
+        by_column: dict = {}
+        for job, probe in zip(probe_jobs, run(probe_jobs), strict=True):
+            if probe.rows_read_fraction <= 1 - MIN_SKIPPED:
+                by_column.setdefault(job[0].column, []).append((job, probe))
+        for paying in by_column.values():
+            grams = [item for item in paying if item[0][1] == "ngrambf_v1"]
+            if grams:
+                # n decides which queries an n-gram index serves at all; the size and the
+                # granule then trade bytes for rows, as for the other kinds.
+                best = min(
+                    grams, key=lambda item: (item[1].rows_read_fraction, item[1].index_bytes)
+                )
+                paying = [item for item in paying if item[0][1] != "ngrambf_v1"] + [best]
+            kept += [job[:3] for job, _ in paying]
+        grid = [
+            (plan, kind, n, layout, rate)
+            for plan, kind, n in kept
+            for layout in layouts
+            for rate in RATES
+            if layout is not finest or rate != CHOOSING_RATE
+        ]
+        bar.total = probes + len(grid)
+        bar.refresh()
+        run(grid)
+    return list(measured.values())
+
+
+def _candidate(sizes: dict, plan: _Plan, kind: str, ngram, layout, rate: float) -> Candidate:
+    """The candidate of one grid point (a text index sized from ``sizes``)."""
+    column = quoted_column(plan.column)
+    derivation = None
+    if kind == "bloom_filter":
+        clause = f"bloom_filter({rate:g})"
+    else:
+        size, hashes, sizing = text_size(sizes[(plan.column, kind, ngram, layout.granule)], rate)
+        arguments = f"{size}, {hashes}, 0" if ngram is None else f"{ngram}, {size}, {hashes}, 0"
+        clause = f"{kind}({arguments})"
+        derivation = f"{granule_label(layout.granule)}: {sizing}"
+    return Candidate(
+        plan.column,
+        kind,
+        f"{column} TYPE {clause}",
+        layout.granule,
+        rate,
+        derivation,
+        layout.clickhouse_rows,
+    )
+
+
+def _calibrate_rates(candidates: list[Candidate]) -> None:
+    """Leave out of each candidate's measured false-positive rate the queries that no
+    candidate of its column and type ever pruned a granule for.
+
+    Such a condition cannot exclude anything at any size (a LIKE whose every token touches a
+    wildcard, under ``tokenbf_v1``): its kept granules say nothing about the filter.
+    """
+    from bloomskip.advise.measure import measured_rate
+
+    groups: dict = {}
+    for candidate in candidates:
+        groups.setdefault((candidate.column, candidate.type), []).append(candidate)
+    for group in groups.values():
+        never = frozenset(
+            number
+            for number in range(len(group[0].queries))
+            if all(
+                c.queries[number]["kept_without_match"]
+                == c.queries[number]["granules_without_match"]
+                for c in group
+            )
+        )
+        for candidate in group:
+            candidate.measured_fpr = measured_rate(candidate.queries, never)
+
+
+def _mark(candidates: list[Candidate], budget: float | None) -> None:
+    for candidate in candidates:
+        candidate.fits_budget = budget is None or candidate.bits_per_row <= budget
+    for candidate in candidates:
+        rivals = [c for c in candidates if c.column == candidate.column and c.fits_budget]
+        candidate.pareto = candidate.fits_budget and not any(
+            other.index_bytes <= candidate.index_bytes
+            and other.rows_read_fraction <= candidate.rows_read_fraction
+            and (
+                other.index_bytes < candidate.index_bytes
+                or other.rows_read_fraction < candidate.rows_read_fraction
+            )
+            for other in rivals
+        )
+
+
+def _closest(candidates: list[Candidate], count: int = 3) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: (c.bits_per_row, c.rows_read_fraction))[:count]
+
+
+def _describe(candidate: Candidate) -> str:
+    return (
+        f"{candidate.index} at {granule_label(candidate.granule)}: "
+        f"{candidate.bits_per_row:.3g} bits/row, reads {candidate.rows_read_fraction:.1%}"
+    )
+
+
+def _choose(fitting: list[Candidate], rows) -> tuple[Candidate | None, str]:
+    """The smallest candidate reading within the slack of the best, by ``rows(candidate)``;
+    None (and why) when even the best skips less than :data:`MIN_SKIPPED`."""
+    best = min(rows(c) for c in fitting)
+    if best > 1.0 - MIN_SKIPPED:
+        return None, (
+            f"no index pays for itself: the best candidate still reads {best:.1%} of the rows "
+            f"(an index must skip at least {MIN_SKIPPED:.0%})"
+        )
+    limit = best * (1 + RELATIVE_SLACK) + ABSOLUTE_SLACK
+    chosen = min((c for c in fitting if rows(c) <= limit), key=lambda c: (c.index_bytes, rows(c)))
+    reason = (
+        f"the smallest candidate reading within {RELATIVE_SLACK:.0%} of the best "
+        f"({best:.2%} of the rows)"
+    )
+    return chosen, reason
+
+
+def _recommend(
+    column: str,
+    candidates: list[Candidate],
+    plan: _Plan,
+    budget: float | None,
+    table: str,
+) -> Recommendation:
+    def none(reason: str, closest=()) -> Recommendation:
+        return Recommendation(column, None, None, None, 1.0, 0, 0.0, reason, None, list(closest))
+
+    if not candidates:
+        # One line per index type, the n-gram sizes saying the same once.
+        return none("no index can serve these queries: " + "; ".join(dict.fromkeys(plan.notes)))
+    fitting = [c for c in candidates if c.fits_budget]
+    if not fitting:
+        closest = _closest(candidates)
+        return none(
+            f"no candidate fits --budget-bits-per-row {budget:g}; the closest: "
+            + "; ".join(_describe(c) for c in closest),
+            [c.to_json() for c in closest],
+        )
+    chosen, reason = _choose(fitting, lambda c: c.rows_read_fraction)
+    if chosen is None:
+        return none(reason)
+    # ClickHouse reads its index granules, not row groups: its choice is made among the
+    # candidates whose granules are ClickHouse index granules, by the rows of those granules.
+    granular = [c for c in fitting if c.clickhouse_granularity is not None]
+    server, server_reason = (
+        _choose(granular, lambda c: c.clickhouse_rows_read_fraction)
+        if granular
+        else (None, "no candidate's granules are 8,192 x GRANULARITY rows")
+    )
+    ddl = None
+    if server is not None:
+        from bloomskip.clickhouse.ddl import parse_index_definition
+
+        clause = server.index.split(" TYPE ", 1)[1]
+        name = re.sub(r"\W", "_", f"{column}_{_SHORT_NAMES[server.type]}")
+        definition = parse_index_definition(
+            f"INDEX {quoted_column(name)} {quoted_column(column)} TYPE {clause} "
+            f"GRANULARITY {server.clickhouse_granularity}"
+        )
+        ddl = f"ALTER TABLE {table} ADD {definition.to_sql()}"
+    return Recommendation(
+        column,
+        chosen.index,
+        chosen.granule,
+        ddl,
+        chosen.rows_read_fraction,
+        chosen.index_bytes,
+        chosen.bits_per_row,
+        reason,
+        chosen,
+        clickhouse_candidate=server,
+        clickhouse_reason=server_reason,
+    )
+
+
+def _table_name(dataset) -> str:
+    from pathlib import Path
+
+    stem = Path(os.fspath(dataset).rstrip("/*")).name.split(".")[0] or "events"
+    return quoted_column(re.sub(r"\W", "_", stem))
