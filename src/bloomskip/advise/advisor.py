@@ -24,7 +24,6 @@ from bloomskip.advise.candidates import (
     RATES,
     Candidate,
     granule_label,
-    quoted_column,
     text_size,
 )
 from bloomskip.advise.queries import Query, check_queries, read_queries
@@ -303,12 +302,13 @@ class _Plan:
 
 def _plan(column: str, ds, queries: list[Query], query_columns) -> _Plan:
     from bloomskip.clickhouse.condition import compile_condition
+    from bloomskip.clickhouse.ddl import quote_identifier
     from bloomskip.dataset.build import prepare_index
 
     mine = [(n, q) for n, (q, cols) in enumerate(zip(queries, query_columns, strict=True))
             if column in cols]  # fmt: skip
     plan = _Plan(column, None, mine)
-    quoted = quoted_column(column)
+    quoted = quote_identifier(column)
     conflicts = ds.schema_conflicts()
 
     def usable(clause: str) -> bool:
@@ -448,7 +448,9 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
 
 def _candidate(sizes: dict, plan: _Plan, kind: str, ngram, layout, rate: float) -> Candidate:
     """The candidate of one grid point (a text index sized from ``sizes``)."""
-    column = quoted_column(plan.column)
+    from bloomskip.clickhouse.ddl import quote_identifier
+
+    column = quote_identifier(plan.column)
     derivation = None
     if kind == "bloom_filter":
         clause = f"bloom_filter({rate:g})"
@@ -546,6 +548,8 @@ def _recommend(
     budget: float | None,
     table: str,
 ) -> Recommendation:
+    from bloomskip.clickhouse.ddl import quote_identifier
+
     def none(reason: str, closest=()) -> Recommendation:
         return Recommendation(column, None, None, None, 1.0, 0, 0.0, reason, None, list(closest))
 
@@ -578,7 +582,7 @@ def _recommend(
         clause = server.index.split(" TYPE ", 1)[1]
         name = re.sub(r"\W", "_", f"{column}_{_SHORT_NAMES[server.type]}")
         definition = parse_index_definition(
-            f"INDEX {quoted_column(name)} {quoted_column(column)} TYPE {clause} "
+            f"INDEX {quote_identifier(name)} {quote_identifier(column)} TYPE {clause} "
             f"GRANULARITY {server.clickhouse_granularity}"
         )
         ddl = f"ALTER TABLE {table} ADD {definition.to_sql()}"
@@ -600,5 +604,7 @@ def _recommend(
 def _table_name(dataset) -> str:
     from pathlib import Path
 
+    from bloomskip.clickhouse.ddl import quote_identifier
+
     stem = Path(os.fspath(dataset).rstrip("/*")).name.split(".")[0] or "events"
-    return quoted_column(re.sub(r"\W", "_", stem))
+    return quote_identifier(re.sub(r"\W", "_", stem))

@@ -200,18 +200,6 @@ def text_size(items: float, rate: float) -> tuple[int, int, str]:
     return size, best, derivation
 
 
-def quoted_column(column: str) -> str:
-    """A column name as ClickHouse SQL: as it is, or in backquotes when it needs them.
-
-    Example:
-        >>> quoted_column("user_id"), quoted_column("user id")
-        ('user_id', '`user id`')
-    """
-    from bloomskip.clickhouse.ddl import _quote_identifier  # the DDL's one quoting rule
-
-    return _quote_identifier(column)
-
-
 def granule_label(granule: str | int) -> str:
     """``"row-group"`` or the row count with thousands separators.
 

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bloomskip.advise.candidates import INDEX_GRANULARITY, Candidate, quoted_column
+from bloomskip.advise.candidates import INDEX_GRANULARITY, Candidate
 from bloomskip.advise.queries import Query
+from bloomskip.clickhouse.ddl import quote_identifier
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
@@ -365,7 +366,7 @@ def distinct_items(
     parts = [values.slice(int(layout.bounds[j]), int(layout.rows[j])) for j in chosen]
     table = pa.table({column: pa.chunked_array(parts, values.type)})
     arguments = (_COUNTING_BYTES, 1, 0) if ngram is None else (ngram, _COUNTING_BYTES, 1, 0)
-    definition = IndexDefinition.create(index_type, quoted_column(column), arguments)
+    definition = IndexDefinition.create(index_type, quote_identifier(column), arguments)
     index = SkipIndex.build(definition, table, layout.rows[chosen], {column: column_type})
     bit_count = 8 * _COUNTING_BYTES
     estimates = [

@@ -61,7 +61,13 @@ _SUPPORTED_FUNCTIONS = {
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _quote_identifier(name: str) -> str:
+def quote_identifier(name: str) -> str:
+    """A name as ClickHouse SQL: as it is, or in backquotes when it is not a plain identifier.
+
+    Example:
+        >>> quote_identifier("user_id"), quote_identifier("user id")
+        ('user_id', '`user id`')
+    """
     if _PLAIN_IDENTIFIER.fullmatch(name):
         return name
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
@@ -357,7 +363,7 @@ class IndexDefinition:
         if self.arguments:
             arguments = "(" + ", ".join(_format_argument(a) for a in self.arguments) + ")"
         return (
-            f"INDEX {_quote_identifier(self.name)} {expression} TYPE {self.type}{arguments} "
+            f"INDEX {quote_identifier(self.name)} {expression} TYPE {self.type}{arguments} "
             f"GRANULARITY {self.granularity}"
         )
 
@@ -519,7 +525,7 @@ def _single_expression(node) -> IndexExpression:  # noqa: ANN001
         node = node.this
     if isinstance(node, exp.Column):
         name = _column_name(node)
-        return IndexExpression(_quote_identifier(name), name)
+        return IndexExpression(quote_identifier(name), name)
     function = None
     argument = None
     if isinstance(node, exp.Lower | exp.Upper):
@@ -532,7 +538,7 @@ def _single_expression(node) -> IndexExpression:  # noqa: ANN001
         argument = node.expressions[0]
     if function is not None and isinstance(argument, exp.Column):
         column = _column_name(argument)
-        return IndexExpression(f"{function}({_quote_identifier(column)})", column, function)
+        return IndexExpression(f"{function}({quote_identifier(column)})", column, function)
     return IndexExpression(node.sql(dialect="clickhouse"), None, None, supported=False)
 
 
