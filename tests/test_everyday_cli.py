@@ -309,13 +309,14 @@ def _interrupt(argv: list[str], cpu_seconds: float) -> tuple[int, str]:
 
 @pytest.fixture
 def long_text(tmp_path: Path) -> Path:
-    """1.6M rows of 250-character text: several CPU-seconds of n-gram hashing."""
+    """2.4M rows of 500-character text: about 5 CPU-seconds of n-gram hashing (measured), so
+    that the SIGINT after 2 CPU-seconds lands in the build."""
     directory = tmp_path / "text"
     directory.mkdir()
     ids = pa.array(np.arange(200_000, dtype=np.int64))
-    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 3
+    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 6
     text = pc.binary_join_element_wise(pc.cast(ids, pa.string()), pa.scalar(words), "-")
-    for number in range(8):
+    for number in range(12):
         pq.write_table(
             pa.table({"id": ids, "msg": text}),
             directory / f"part-{number}.parquet",
