@@ -13,8 +13,11 @@ best of ``--repeat``). bloomskip's cost is :meth:`SkipIndex.build` on the same v
 Arrow), split into the granule build and the ClickHouse-layout serialization plus LZ4 framing
 (what the INSERT also does). Prints rows/s for both and the ratio bloomskip / ClickHouse.
 
+``--jobs 1,2`` also builds on several threads (the C builders split the granules, without the
+GIL); ClickHouse stays on one.
+
 Usage:
-    python benchmarks/clickhouse_build.py [--rows 10000000] [--repeat 3]
+    python benchmarks/clickhouse_build.py [--rows 10000000] [--repeat 3] [--jobs 1,2]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from bloomskip.bits import build_threads
 from bloomskip.clickhouse.compression import write_compressed_stream
 from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
@@ -77,9 +81,9 @@ def clickhouse_extra_seconds(
 
 
 def bloomskip_seconds(
-    table: pa.Table, column: str, ch_type: str, index: str, repeat: int
+    table: pa.Table, column: str, ch_type: str, index: str, repeat: int, jobs: int = 1
 ) -> tuple[float, float]:
-    """(build seconds, serialize + LZ4 seconds), best of ``repeat`` each."""
+    """(build seconds on ``jobs`` threads, serialize + LZ4 seconds), best of ``repeat`` each."""
     definition = parse_index_definition(f"INDEX i {column} TYPE {index} GRANULARITY 1")
     rows = table.num_rows
     full, rest = divmod(rows, GRANULARITY)
@@ -87,7 +91,8 @@ def bloomskip_seconds(
     built = {}
 
     def build() -> None:
-        built["index"] = SkipIndex.build(definition, table, granule_rows, {column: ch_type})
+        with build_threads(jobs):
+            built["index"] = SkipIndex.build(definition, table, granule_rows, {column: ch_type})
 
     def serialize() -> None:
         index = built["index"]
@@ -102,39 +107,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", default="1", help="bloomskip thread counts, e.g. 1,2")
     args = parser.parse_args()
+    jobs = sorted({int(j) for j in args.jobs.split(",")})
 
     from chdb import session as chdb_session
 
     with tempfile.TemporaryDirectory(prefix="bloomskip-bench-") as workdir:
         session = chdb_session.Session(workdir)
         try:
-            _compare(session, args.rows, args.repeat)
+            _compare(session, args.rows, args.repeat, jobs)
         finally:
             session.close()
 
 
-def _compare(session: object, rows: int, repeat: int) -> None:
+def _compare(session: object, rows: int, repeat: int, jobs: list[int]) -> None:
     """Run every case in ``session`` and print the comparison table."""
     header = (
         f"{'case':32} {'CH insert s':>11} {'CH index s':>10} {'CH rows/s':>12} "
-        f"{'bs build s':>10} {'bs ser s':>8} {'bs rows/s':>12} {'ratio':>6}"
+        f"{'jobs':>4} {'bs build s':>10} {'bs ser s':>8} {'bs rows/s':>12} {'ratio':>6}"
     )
-    print(f"{rows:,} rows, index_granularity {GRANULARITY}, single thread, best of {repeat}")
+    print(
+        f"{rows:,} rows, index_granularity {GRANULARITY}, ClickHouse on one thread, "
+        f"best of {repeat}"
+    )
     print(header)
     for name, column, ch_type, expression, index in CASES:
         table = session.query(f"SELECT {expression} AS {column} FROM numbers({rows})", "ArrowTable")
         base, extra = clickhouse_extra_seconds(
             session, column, ch_type, expression, index, rows, repeat
         )
-        build, serialize = bloomskip_seconds(table, column, ch_type, index, repeat)
-        ours = build + serialize
         ch_rate = rows / extra if extra > 0 else float("inf")
-        our_rate = rows / ours
-        print(
-            f"{name:32} {base:11.3f} {extra:10.3f} {ch_rate:12,.0f} {build:10.3f} "
-            f"{serialize:8.3f} {our_rate:12,.0f} {our_rate / ch_rate:6.2f}"
-        )
+        for j in jobs:
+            build, serialize = bloomskip_seconds(table, column, ch_type, index, repeat, j)
+            our_rate = rows / (build + serialize)
+            print(
+                f"{name:32} {base:11.3f} {extra:10.3f} {ch_rate:12,.0f} {j:4d} {build:10.3f} "
+                f"{serialize:8.3f} {our_rate:12,.0f} {our_rate / ch_rate:6.2f}"
+            )
     print("ratio = bloomskip rows/s / ClickHouse rows/s (> 1: bloomskip is faster)")
 
 

@@ -74,7 +74,14 @@ def pair_op(
     /,
 ) -> None: ...
 def bloom_filter_granules(
-    columns: Any, granules: int, bits_per_row: int, k: int, offsets: Buffer, total_rows: Buffer, /
+    columns: Any,
+    granules: int,
+    bits_per_row: int,
+    k: int,
+    offsets: Buffer,
+    total_rows: Buffer,
+    threads: int = 1,
+    /,
 ) -> bytes: ...
 def text_granules(
     batch: BatchView,
@@ -86,6 +93,7 @@ def text_granules(
     k: int,
     seed: int,
     out: Buffer,
+    threads: int = 1,
     /,
 ) -> None: ...
 def tokenize(data: Buffer, tokenizer: int, n: int, /) -> list[tuple[int, int]]: ...

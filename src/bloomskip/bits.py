@@ -15,7 +15,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +29,7 @@ __all__ = [
     "BF_HASH_SEEDS",
     "TSFILE_SEEDS",
     "bloom_filter_granules",
+    "build_threads",
     "covers",
     "covers_rows",
     "pair_add",
@@ -241,8 +244,56 @@ def _bounds(bounds, name: str) -> np.ndarray:
     return array
 
 
+# Threads a granule builder uses when its caller names none (see build_threads).
+_BUILD_THREADS: ContextVar[int] = ContextVar("bloomskip_build_threads", default=1)
+_MAX_BUILD_THREADS = 64  # the C builders' limit
+
+
+@contextmanager
+def build_threads(threads: int) -> Iterator[None]:
+    """Let the granule builders called in this context (and thread) use ``threads`` threads.
+
+    :func:`bloom_filter_granules` and :func:`text_granules` split their granules into that many
+    ranges and build them at once in C, without the GIL; the bytes do not depend on the count.
+    The default is 1 (a caller that runs builds on its own threads keeps it so).
+
+    Args:
+        threads: 1..64.
+
+    Raises:
+        ValueError: Outside 1..64.
+
+    Example:
+        >>> with build_threads(2):
+        ...     payload, offsets, rows = bloom_filter_granules([([1, 2], [0, 1, 2])], 8, 4)
+        >>> rows.tolist()
+        [1, 1]
+    """
+    token = _BUILD_THREADS.set(_threads(threads))
+    try:
+        yield
+    finally:
+        _BUILD_THREADS.reset(token)
+
+
+def _threads(threads: object) -> int:
+    if threads is None:
+        return _BUILD_THREADS.get()
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+        raise TypeError(f"threads must be an int, not {type(threads).__name__}")
+    if not 1 <= int(threads) <= _MAX_BUILD_THREADS:
+        raise ValueError(f"threads must be in 1..{_MAX_BUILD_THREADS}, got {threads}")
+    return int(threads)
+
+
+def _thread_argument(threads: object) -> tuple[int, ...]:
+    """The builders' optional ``threads`` argument: left out for one thread, the default."""
+    count = _threads(threads)
+    return () if count == 1 else (count,)
+
+
 def bloom_filter_granules(
-    columns: Sequence[tuple[object, object]], bits_per_row: int, k: int
+    columns: Sequence[tuple[object, object]], bits_per_row: int, k: int, threads: int | None = None
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
     """Build and serialize ClickHouse ``bloom_filter`` granules.
 
@@ -251,6 +302,7 @@ def bloom_filter_granules(
             ``value_hashes[bounds[g]:bounds[g + 1]]``. Every column has the same granule count.
         bits_per_row: From the fpr sizing table.
         k: Hash functions, 1..15.
+        threads: Threads building granules at once (1..64); None: :func:`build_threads`'s.
 
     Returns:
         ``(payload, offsets, total_rows)``: the granules serialized back to back (VarUInt of the
@@ -276,7 +328,7 @@ def bloom_filter_granules(
     total_rows = np.empty(granules, dtype=np.int64)
     payload = _native.bloom_filter_granules(
         prepared, granules, check_uint(bits_per_row, 64, "bits_per_row"), _k(k, 15), offsets,
-        total_rows,
+        total_rows, *_thread_argument(threads),
     )  # fmt: skip
     return payload, offsets, total_rows
 
@@ -285,13 +337,20 @@ _TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKE
 
 
 def text_granules(
-    strings, bounds, tokenizer: str, n: int, size_bytes: int, k: int, seed: int
+    strings,
+    bounds,
+    tokenizer: str,
+    n: int,
+    size_bytes: int,
+    k: int,
+    seed: int,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Build ClickHouse ``ngrambf_v1`` / ``tokenbf_v1`` granule filters for one index column.
 
     Args:
-        strings: A batch of strings (Arrow string/binary array, or a sequence); nulls must have
-            been replaced by ``""`` (ClickHouse hashes the default under a NULL).
+        strings: A batch of strings (Arrow string/binary array or chunked array, or a
+            sequence); nulls are read as ``""`` (ClickHouse hashes the default under a NULL).
         bounds: Granule g holds ``strings[bounds[g]:bounds[g + 1]]``.
         tokenizer: ``"ngram"`` (n UTF-8 code points) or ``"token"`` (runs of ASCII alphanumerics
             and bytes >= 0x80).
@@ -299,6 +358,7 @@ def text_granules(
         size_bytes: Filter size in bytes.
         k: Hash functions.
         seed: The index's seed.
+        threads: Threads building granules at once (1..64); None: :func:`build_threads`'s.
 
     Returns:
         A ``(G, size_bytes)`` uint8 array, row g being granule g's filter exactly as ClickHouse
@@ -312,10 +372,16 @@ def text_granules(
     size_bytes = check_uint(size_bytes, 63, "size_bytes")
     if size_bytes == 0:
         raise ValueError("size_bytes must be > 0")
-    out = np.zeros((bounds_array.size - 1, size_bytes), dtype=np.uint8)
+    # Not zeroed here: each granule's builder clears its own rows.
+    out = np.empty((bounds_array.size - 1, size_bytes), dtype=np.uint8)
+    if isinstance(strings, pa.ChunkedArray) and strings.num_chunks > 1:
+        # The chunks are read where they are, one after the other (no concatenated copy).
+        view = [batch_view(chunk, "strings") for chunk in strings.chunks]
+    else:
+        view = batch_view(strings, "strings")
     _native.text_granules(
-        batch_view(strings, "strings"), bounds_array, bounds_array.size - 1, _TOKENIZERS[tokenizer],
+        view, bounds_array, bounds_array.size - 1, _TOKENIZERS[tokenizer],
         max(1, check_uint(n, 64, "n")), size_bytes, _k(k, 1 << 20), check_uint(seed, 64, "seed"),
-        out,
+        out, *_thread_argument(threads),
     )  # fmt: skip
     return out

@@ -36,10 +36,25 @@ _U64 = 0xFFFFFFFFFFFFFFFF
 _TWO_HALVES = (_native.HASH_MURMUR3_128, _native.HASH_CITY128)
 
 
-def _hash_batch(kind: int, data, seed: int = 0, signed_tail: bool = False):
+def _output(out: np.ndarray | None, count: int, dtype) -> np.ndarray:
+    """``out`` checked to take ``count`` hashes in place, or a new array when None."""
+    if out is None:
+        return np.empty(count, dtype=dtype)
+    if not (
+        isinstance(out, np.ndarray)
+        and out.dtype == dtype
+        and out.shape == (count,)
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    ):
+        raise ValueError(f"out must be a writable contiguous {np.dtype(dtype)} array of {count}")
+    return out
+
+
+def _hash_batch(kind: int, data, seed: int = 0, signed_tail: bool = False, out=None):
     """One hash over a batch: a numpy array, or two for the 128-bit hashes."""
     view = batch_view(data)
-    first = np.empty(view[3], dtype=np.int32 if kind == _native.HASH_TSFILE32 else np.uint64)
+    first = _output(out, view[3], np.int32 if kind == _native.HASH_TSFILE32 else np.uint64)
     second = np.empty(view[3], dtype=np.uint64) if kind in _TWO_HALVES else None
     _native.hash_batch(kind, view, seed & _U64, signed_tail, first, second)
     return first if second is None else (first, second)
@@ -96,22 +111,28 @@ def tsfile_hash32(data, seed: int, signed_tail: bool = True):
     return _hash_batch(_native.HASH_TSFILE32, data, seed, bool(signed_tail))
 
 
-def cityhash64(data):
+def cityhash64(data, *, out: np.ndarray | None = None):
     """CityHash64 v1.0.2, the version ClickHouse uses for String values.
 
     Args:
         data: One value or a batch.
+        out: For a batch, a writable contiguous uint64 array of its length to store the hashes
+            in (and return), instead of a new one.
 
     Returns:
         An int, or a uint64 array for a batch.
 
     Raises:
         TypeError: Unsupported input type.
-        ValueError: Arrow nulls.
+        ValueError: Arrow nulls; an ``out`` of the wrong type or length.
+
+    Example:
+        >>> cityhash64(["a", "b"], out=np.empty(2, np.uint64)).dtype
+        dtype('uint64')
     """
     if is_scalar(data):
         return _native.cityhash64(scalar_bytes(data))
-    return _hash_batch(_native.HASH_CITY64, data)
+    return _hash_batch(_native.HASH_CITY64, data, out=out)
 
 
 def cityhash64_with_seed(data, seed: int):
@@ -175,19 +196,25 @@ def hash128_to_64(low, high):
     return out
 
 
-def int_hash64(x):
+def int_hash64(x, *, out: np.ndarray | None = None):
     """ClickHouse ``intHash64`` (MurmurHash3's fmix64 finalizer).
 
     Args:
         x: An int in -2**63..2**64-1 (negatives as their 64-bit two's complement, as ClickHouse
             converts them to UInt64), or an integer array (signed ones reinterpreted likewise).
+        out: For an array, a writable contiguous uint64 array of its size to store the hashes
+            in (and return), instead of a new one.
 
     Returns:
         An int, or a uint64 array.
 
     Raises:
         TypeError: Non-integers.
-        ValueError: Ints out of range.
+        ValueError: Ints out of range; an ``out`` of the wrong type or size.
+
+    Example:
+        >>> int_hash64(np.arange(3, dtype=np.uint64), out=np.empty(3, np.uint64))[0]
+        np.uint64(0)
     """
     if isinstance(x, int | np.integer) and not isinstance(x, bool):
         value = int(x)
@@ -195,6 +222,9 @@ def int_hash64(x):
             raise ValueError(f"x must be in -2**63..2**64-1, got {value}")
         return _native.int_hash64(value & _U64)
     values = uint64_array(x, "x")
-    out = np.empty(values.shape, dtype=np.uint64)
-    _native.int_hash64_array(values, out)
-    return out
+    if out is None:
+        result = np.empty(values.shape, dtype=np.uint64)
+    else:
+        result = _output(out, values.size, np.uint64).reshape(values.shape)
+    _native.int_hash64_array(values, result)
+    return result

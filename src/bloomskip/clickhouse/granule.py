@@ -134,6 +134,63 @@ class Granules(Sequence):
             IndexError: ``c`` out of range.
         """
 
+    def bits_set(self, c: int) -> np.ndarray:
+        """Set bits of each granule's filter of index column ``c``, read in place (no gather).
+
+        Args:
+            c: Index column number (0-based, in expression order).
+
+        Returns:
+            ``int64[G]``.
+
+        Raises:
+            IndexError: ``c`` out of range.
+
+        Example:
+            >>> from bloomskip.clickhouse.ddl import parse_index_definition
+            >>> d = parse_index_definition("s TYPE tokenbf_v1(8, 2, 0)")
+            >>> TextGranules(d, np.full((2, 8), 3, np.uint8)).bits_set(0).tolist()
+            [16, 16]
+        """
+        buffer, starts, sizes = self.column_filter_spans(c)
+        if not len(starts):
+            return np.zeros(0, np.int64)
+        # Only the bytes the filters span are counted: a granule's header is between them.
+        first, last = int(starts.min()), int((starts + sizes).max())
+        counts = np.bitwise_count(np.asarray(buffer[first:last], np.uint8))
+        before = np.zeros(last - first + 1, np.int64)
+        np.cumsum(counts, out=before[1:])
+        return before[starts - first + sizes] - before[starts - first]
+
+    def fill_ratios(self, c: int) -> np.ndarray:
+        """Share of set bits of each granule's filter of index column ``c``.
+
+        A filter of 0 bits (a bloom_filter granule without values) cannot exclude anything, so
+        its ratio is 1.
+
+        Args:
+            c: Index column number (0-based, in expression order).
+
+        Returns:
+            ``float64[G]``.
+
+        Raises:
+            IndexError: ``c`` out of range.
+
+        Example:
+            >>> from bloomskip.clickhouse.ddl import parse_index_definition
+            >>> d = parse_index_definition("s TYPE tokenbf_v1(8, 2, 0)")
+            >>> TextGranules(d, np.full((1, 8), 1, np.uint8)).fill_ratios(0).tolist()
+            [0.125]
+        """
+        bit_count = self.filter_sizes().astype(np.int64) * 8
+        return np.divide(
+            self.bits_set(c),
+            bit_count,
+            out=np.ones(len(bit_count), np.float64),
+            where=bit_count > 0,
+        )
+
     def column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """The filters of index column ``c``, gathered into one array (cached).
 
@@ -505,6 +562,16 @@ class TextGranules(Granules):
         row = matrix.shape[1] if matrix.ndim == 2 else 0
         starts = np.arange(len(self), dtype=np.int64) * row + c * sizes
         return matrix.reshape(-1), starts, sizes
+
+    def bits_set(self, c: int) -> np.ndarray:
+        from bloomskip import bits
+
+        self._check_column(c)
+        if not len(self):
+            return np.zeros(0, np.int64)
+        size = self.definition.size_bytes
+        # Row by row in C: no per-byte temporary the size of the index.
+        return bits.popcount_rows(self._filters[:, c * size : (c + 1) * size])
 
     def _gather_column_filters(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         size = self.definition.size_bytes

@@ -108,6 +108,7 @@ def simulate_file(
     emit: str | os.PathLike | None = None,
     codec: str = "LZ4",
     progress: bool | None = False,
+    jobs: int | None = None,
 ) -> Simulation:
     """Read a data file and try each candidate index on it (what ``clickhouse simulate`` runs).
 
@@ -121,13 +122,15 @@ def simulate_file(
         emit: Directory to write ``skp_idx_<name>.idx`` / ``.mrk2`` into, or None.
         codec: ``"LZ4"`` or ``"NONE"`` for the emitted streams.
         progress: A progress bar on stderr, one step per index; None: on a terminal only.
+        jobs: Threads each index's granules are built on (default: one per CPU); the bytes do
+            not depend on it.
 
     Returns:
         The :class:`Simulation`.
 
     Raises:
         SimulateError: Unreadable data, repeated index names, a column type for a column no
-            index reads, or an unusable column type.
+            index reads, an unusable column type, or jobs outside 1..64.
         IndexDefinitionError: An index ClickHouse would reject.
         ConditionError: A predicate that is not valid SQL.
 
@@ -150,7 +153,9 @@ def simulate_file(
         raise SimulateError(
             f"--column-type names {', '.join(map(repr, unknown))}, which no --index reads"
         )
-    table = read_table(path, columns)
+    if jobs is not None:
+        _check_jobs(jobs)
+    table = read_table(path, columns, jobs=jobs)
     reports = simulate(
         table,
         parsed,
@@ -160,12 +165,13 @@ def simulate_file(
         emit=Path(emit) if emit is not None else None,
         codec=codec,
         progress=progress,
+        jobs=jobs,
     )
     full, rest = divmod(table.num_rows, index_granularity)
     return Simulation(table.num_rows, full + (1 if rest else 0), reports)
 
 
-def read_table(path: str | os.PathLike, columns: list[str]) -> pa.Table:
+def read_table(path: str | os.PathLike, columns: list[str], jobs: int | None = None) -> pa.Table:
     """Read the columns an index needs from a Parquet, Arrow IPC or CSV file.
 
     Args:
@@ -173,6 +179,7 @@ def read_table(path: str | os.PathLike, columns: list[str]) -> pa.Table:
             (.parquet/.pq, .arrow/.feather/.ipc/.arrows for an IPC stream); any other file is
             read as CSV.
         columns: Columns to read.
+        jobs: Threads decoding a Parquet file's row groups (default: one per CPU).
 
     Returns:
         A ``pyarrow.Table`` with those columns.
@@ -186,12 +193,15 @@ def read_table(path: str | os.PathLike, columns: list[str]) -> pa.Table:
     """
     import pyarrow as pa
 
-    from bloomskip._sources import CSV, open_dataset, sniff_format
+    from bloomskip._sources import CSV, PARQUET, open_dataset, sniff_format
 
     if not Path(path).is_file():
         raise SimulateError(f"{path}: no such file")
     try:
-        dataset = open_dataset(path, sniff_format(path) or CSV)
+        file_format = sniff_format(path) or CSV
+        if file_format == PARQUET:
+            return _read_parquet(path, columns, jobs)
+        dataset = open_dataset(path, file_format)
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
             raise SimulateError(
@@ -205,6 +215,55 @@ def read_table(path: str | os.PathLike, columns: list[str]) -> pa.Table:
         raise SimulateError(f"{path}: cannot read as Parquet, Arrow IPC or CSV: {exc}") from exc
 
 
+def _read_parquet(path: str | os.PathLike, columns: list[str], jobs: int | None = None) -> pa.Table:
+    """Only ``columns`` of a Parquet file, its row groups decoded on ``jobs`` threads at once.
+
+    Read with ``pyarrow.parquet`` rather than ``pyarrow.dataset``, which costs a command more to
+    import than the read itself for a small file. One column is decoded by one thread in
+    pyarrow, so several row groups are read at once, each by a reader of its own over the footer
+    parsed once.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as parquet:
+        names = parquet.schema_arrow.names
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise SimulateError(
+                f"{path}: no column {', '.join(map(repr, missing))} (columns: {', '.join(names)})"
+            )
+        groups = parquet.metadata.num_row_groups
+        threads = min(_default_jobs() if jobs is None else jobs, groups)
+        if threads <= 1:
+            return parquet.read(columns=columns, use_threads=jobs is None)
+        metadata = parquet.metadata
+    local = threading.local()
+
+    def read_group(group: int) -> pa.Table:
+        reader = getattr(local, "reader", None)
+        if reader is None:
+            reader = local.reader = pq.ParquetFile(path, metadata=metadata)
+        return reader.read_row_group(group, columns=columns, use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=threads) as executor:
+        return pa.concat_tables(executor.map(read_group, range(groups)))
+
+
+def _check_jobs(jobs: int) -> int:
+    if not 1 <= jobs <= 64:
+        raise SimulateError(f"jobs must be in 1..64, got {jobs}")
+    return jobs
+
+
+def _default_jobs() -> int:
+    """One thread per CPU, at most the builders' 64."""
+    return min(os.cpu_count() or 1, 64)
+
+
 def simulate(
     table: pa.Table,
     definitions: list[IndexDefinition],
@@ -215,6 +274,7 @@ def simulate(
     emit: Path | None = None,
     codec: str = "LZ4",
     progress: bool | None = False,
+    jobs: int | None = None,
 ) -> list[IndexReport]:
     """Build each index over ``table`` and evaluate each predicate against it.
 
@@ -227,12 +287,14 @@ def simulate(
         emit: Directory to write ``skp_idx_<name>.idx`` / ``.mrk2`` into, or None.
         codec: ``"LZ4"`` or ``"NONE"`` for the emitted streams.
         progress: A progress bar on stderr, one step per index; None: on a terminal only.
+        jobs: Threads each index's granules are built on, 1..64 (default: one per CPU, at
+            most 64); the bytes do not depend on it.
 
     Returns:
         One report per index, in order.
 
     Raises:
-        SimulateError: An unusable column type.
+        SimulateError: An unusable column type, or jobs outside 1..64.
         ConditionError: A predicate that is not valid SQL.
 
     Example:
@@ -246,12 +308,14 @@ def simulate(
     import numpy as np
     from tqdm import tqdm
 
+    from bloomskip.bits import build_threads
     from bloomskip.clickhouse.compression import write_compressed_stream
     from bloomskip.clickhouse.condition import compile_condition, index_never_used_reason
     from bloomskip.clickhouse.index import SkipIndex
     from bloomskip.clickhouse.marks import write_skip_index_files
     from bloomskip.clickhouse.types import clickhouse_type_for
 
+    threads = _default_jobs() if jobs is None else _check_jobs(jobs)
     rows = table.num_rows
     full, rest = divmod(rows, index_granularity)
     granule_rows = np.array([index_granularity] * full + ([rest] if rest else []), np.int64)
@@ -274,7 +338,8 @@ def simulate(
         disable=None if progress is None else not progress,
     ):
         try:
-            index = SkipIndex.build(definition, table, granule_rows, types)
+            with build_threads(threads):
+                index = SkipIndex.build(definition, table, granule_rows, types)
         except ValueError as exc:
             # Type checks already name the index; other errors (data, Arrow types) do not.
             prefix = f"index {definition.name!r}: "
@@ -290,8 +355,10 @@ def simulate(
             except OSError as exc:
                 raise SimulateError(f"--emit {emit}: cannot write: {exc}") from exc
             compressed_bytes = idx_path.stat().st_size
-        statistics = index.granule_statistics()
-        fill = statistics.column("fill_ratio").to_numpy()
+        # The granules' fill ratios, counted in place (granule_statistics builds a whole table).
+        fill = np.concatenate(
+            [index.granules.fill_ratios(c) for c in range(index.column_count)] or [np.zeros(0)]
+        )
         report = IndexReport(
             name=definition.name,
             type=definition.type,

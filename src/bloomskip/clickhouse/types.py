@@ -27,9 +27,11 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bloomskip.errors import UnsupportedTypeError
+
+# pyarrow.compute is imported by the functions that use it: hashing a plain column needs none
+# of it, and importing it adds about 0.1 s to a command.
 
 __all__ = [
     "ClickHouseType",
@@ -360,6 +362,16 @@ def value_hashes(
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
     if not chunks:
         return np.empty(0, np.uint64), np.zeros(1, np.int64)
+    if parsed.name != "Array":
+        # One value per row: every chunk hashes straight into its slice of one output, and the
+        # row offsets are 0..n (no per-chunk offsets to shift and join).
+        total = sum(len(chunk) for chunk in chunks)
+        hashes = np.empty(total, np.uint64)
+        start = 0
+        for chunk in chunks:
+            _scalar_hashes(chunk, parsed.base(), hashes[start : start + len(chunk)])
+            start += len(chunk)
+        return hashes, np.arange(total + 1, dtype=np.int64)
     parts = [_chunk_hashes(chunk, parsed) for chunk in chunks]
     if len(parts) == 1:
         return parts[0]
@@ -431,6 +443,8 @@ def _chunk_hashes(chunk: pa.Array, parsed: ClickHouseType) -> tuple[np.ndarray, 
 
 
 def _list_values(chunk: pa.Array, parsed: ClickHouseType) -> tuple[pa.Array, np.ndarray]:
+    import pyarrow.compute as pc
+
     t = pa.types
     if not (
         t.is_list(chunk.type) or t.is_large_list(chunk.type) or t.is_fixed_size_list(chunk.type)
@@ -444,9 +458,16 @@ def _list_values(chunk: pa.Array, parsed: ClickHouseType) -> tuple[pa.Array, np.
     return chunk.flatten(), row_offsets
 
 
-def _scalar_hashes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
+def _scalar_hashes(
+    chunk: pa.Array, base: ClickHouseType, out: np.ndarray | None = None
+) -> np.ndarray:
+    """One value hash per row of ``chunk``, stored in ``out`` (a uint64 array of its length)."""
+    import pyarrow.compute as pc
+
     from bloomskip import hashing
 
+    if out is None:
+        out = np.empty(len(chunk), np.uint64)
     if pa.types.is_dictionary(chunk.type):
         # LowCardinality: hash every dictionary entry once, then gather per row.
         dictionary_hashes = _scalar_hashes(chunk.dictionary, base)
@@ -455,13 +476,15 @@ def _scalar_hashes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
             default = _scalar_hashes(pa.nulls(1, chunk.dictionary.type), base)
             filled = pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)
             valid = chunk.is_valid().to_numpy(zero_copy_only=False)
-            return np.where(valid, dictionary_hashes[filled], default[0]).astype(np.uint64)
-        return dictionary_hashes[indices.to_numpy(zero_copy_only=False)]
+            out[:] = np.where(valid, dictionary_hashes[filled], default[0])
+            return out
+        np.take(dictionary_hashes, indices.to_numpy(zero_copy_only=False), out=out)
+        return out
     if base.name in _STRINGS:
-        return hashing.cityhash64(_string_bytes(chunk, base))
+        return hashing.cityhash64(_string_bytes(chunk, base), out=out)
     if base.name in _FLOATS:
         values = _float_values(chunk, base)
-        return hashing.int_hash64(values.astype(np.float64).view(np.uint64))
+        return hashing.int_hash64(values.astype(np.float64, copy=False).view(np.uint64), out=out)
     if base.name in _WIDE_WIDTH:
         words = _wide_words(chunk, base)
         if words.shape[1] == 4:
@@ -469,12 +492,12 @@ def _scalar_hashes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
             # the last shift is by the full width and yields 0 in ClickHouse's wide integers, so
             # the top word never enters the hash (verified with chdb for Int256 and UInt256).
             words = words[:, :3]
-        return hashing.int_hash64(np.bitwise_xor.reduce(words, axis=1))
+        return hashing.int_hash64(np.bitwise_xor.reduce(words, axis=1), out=out)
     values = _integer_values(chunk, base)
     # Reinterpret as unsigned of the same width, then widen: zero extension, as ClickHouse's
-    # memcpy into a zeroed UInt64 does.
+    # memcpy into a zeroed UInt64 does (no copy for 64-bit values).
     unsigned = values.view(values.dtype.str.replace("i", "u"))
-    return hashing.int_hash64(unsigned.astype(np.uint64))
+    return hashing.int_hash64(unsigned.astype(np.uint64, copy=False), out=out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,6 +569,8 @@ def _integer_values(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
         numbers = _rescale_timestamp(numbers, 3, base)
     elif t.is_timestamp(arrow_type):
         numbers = _rescale_timestamp(numbers, _TIME_UNIT_DIGITS[arrow_type.unit], base)
+    if numbers.dtype.kind in "iu" and numbers.dtype.itemsize == storage.itemsize:
+        return numbers.view(storage)  # the same bits: no copy
     # astype between integer dtypes wraps modulo 2**bits, like ClickHouse's narrowing casts.
     return numbers.astype(storage)
 
@@ -581,6 +606,8 @@ def _is_text(arrow_type: pa.DataType) -> bool:
 
 
 def _enum_codes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
+    import pyarrow.compute as pc
+
     labels = pa.array([label for label, _ in base.arguments], pa.string())
     codes = np.array([value for _, value in base.arguments], np.int64)
     text = chunk.cast(pa.string()) if pa.types.is_dictionary(chunk.type) else chunk
@@ -595,6 +622,8 @@ def _enum_codes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
 
 
 def _parse_ipv4(chunk: pa.Array) -> np.ndarray:
+    import pyarrow.compute as pc
+
     text = pc.fill_null(chunk.cast(pa.string()), "0.0.0.0")
     parts = pc.split_pattern(text, ".")
     lengths = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
@@ -652,6 +681,8 @@ def _fixed_bytes(chunk: pa.Array, width: int) -> np.ndarray:
 
 
 def _uuid_text_bytes(chunk: pa.Array) -> np.ndarray:
+    import pyarrow.compute as pc
+
     text = pc.fill_null(chunk.cast(pa.string()), "00000000-0000-0000-0000-000000000000")
     digits = pc.replace_substring(text, "-", "")
     lengths = pc.binary_length(digits).to_numpy(zero_copy_only=False)
@@ -716,6 +747,8 @@ def _string_bytes(chunk: pa.Array, base: ClickHouseType) -> pa.Array:
 
 def _without_validity(chunk: pa.Array) -> pa.Array:
     """The same bytes with the NULL flags dropped: a NULL row hashes what is stored under it."""
+    import pyarrow.compute as pc
+
     if not chunk.null_count:
         return chunk
     buffers = chunk.buffers()
@@ -736,6 +769,8 @@ def _binary_of(arrow_type: pa.DataType) -> pa.DataType:
 
 def _pad_to_fixed(chunk: pa.Array, width: int) -> pa.Array:
     """Strings right-padded with zero bytes to a FixedString(width) column."""
+    import pyarrow.compute as pc
+
     as_binary = pc.fill_null(chunk.cast(_binary_of(chunk.type)), b"").cast(pa.large_binary())
     lengths = pc.binary_length(as_binary).to_numpy(zero_copy_only=False).astype(np.int64)
     if len(lengths) and lengths.max() > width:
@@ -792,7 +827,7 @@ def check_text_type(ch_type: str | ClickHouseType) -> ClickHouseType:
 
 def text_values(
     array: pa.Array | pa.ChunkedArray, ch_type: str | ClickHouseType
-) -> tuple[pa.Array, np.ndarray]:
+) -> tuple[pa.Array | pa.ChunkedArray, np.ndarray]:
     """The byte strings an ``ngrambf_v1`` / ``tokenbf_v1`` index tokenizes, with row offsets.
 
     Args:
@@ -800,8 +835,9 @@ def text_values(
         ch_type: Its ClickHouse type (see :func:`check_text_type`).
 
     Returns:
-        ``(strings, row_offsets)``: a null-free Arrow binary-like array and ``int64[n + 1]``
-        offsets; row i contributes ``strings[row_offsets[i]:row_offsets[i + 1]]``. A NULL row
+        ``(strings, row_offsets)``: a null-free Arrow binary-like array (a chunked array, one
+        chunk per input chunk, when the input has several) and ``int64[n + 1]`` offsets; row i
+        contributes ``strings[row_offsets[i]:row_offsets[i + 1]]``. A NULL row
         contributes the bytes stored under it (normally none); a NULL array is empty.
 
     Raises:
@@ -826,8 +862,14 @@ def text_values(
         return pa.array([], pa.binary()), np.zeros(1, np.int64)
     if len(parts) == 1:
         return parts[0]
-    strings = pa.concat_arrays([s.cast(pa.large_binary()) for s, _ in parts])
-    return strings, _join_row_offsets([(len(s), row_offsets) for s, row_offsets in parts])
+    arrays = [strings for strings, _ in parts]
+    if len({strings.type for strings in arrays}) != 1:
+        arrays = [strings.cast(pa.large_binary()) for strings in arrays]
+    # The chunks stay where they are: the text builder reads them one after the other.
+    joined = pa.chunked_array(arrays, arrays[0].type)
+    if parsed.name != "Array":
+        return joined, np.arange(len(joined) + 1, dtype=np.int64)
+    return joined, _join_row_offsets([(len(s), row_offsets) for s, row_offsets in parts])
 
 
 def _decoded_strings(chunk: pa.Array, base: ClickHouseType) -> pa.Array:

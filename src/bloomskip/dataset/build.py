@@ -648,6 +648,10 @@ def _splice(old: FileEntry, built: FileEntry, specs, old_number) -> FileEntry:
     return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
 
 
+#: Parsed footers a sidecar build keeps between counting the rows and building the files.
+OPENED_KEPT = 1024
+
+
 def build_sidecar(
     files: Sequence[SourceFile],
     root: Path,
@@ -695,9 +699,20 @@ def build_sidecar(
             kept[relative] = entry
         todo.append((source, relative))
     total = 0
-    for source, _ in todo:
+    # A Parquet file is opened once: its footer gives the progress total here and is read
+    # again by no one (pyarrow.parquet only; the dataset layer costs more to import than a
+    # small build). Past OPENED_KEPT files the parsed footers are not kept (memory): those
+    # files are opened again when they are built.
+    opened: dict[str, OpenedParquet] = {}
+    for source, relative in todo:
         try:
-            total += int(read_layout(source).rows.sum())
+            if source.format == "parquet":
+                footer = open_parquet(source)
+                total += int(footer.metadata.num_rows)
+                if len(opened) < OPENED_KEPT:
+                    opened[relative] = footer
+            else:
+                total += int(read_layout(source).rows.sum())
         except OSError as exc:
             raise BloomskipError(f"{source.path}: cannot read it: {exc}") from exc
     workers = worker_count() if jobs is None else max(1, jobs)
@@ -716,6 +731,7 @@ def build_sidecar(
                     executor,
                     2 * workers,
                     bar.update,
+                    opened.pop(relative, None),
                 )
                 entries[relative] = built if old is None else _splice(old, built, specs, old_number)
             except BloomskipError:
