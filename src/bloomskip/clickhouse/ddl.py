@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bloomskip.clickhouse.sizing import (
     DEFAULT_FALSE_POSITIVE_RATE,
@@ -183,6 +182,8 @@ def _map_part(chunk: pa.Array, function: str, part_type: pa.DataType) -> pa.Arra
     if not chunk.null_count:
         return pa.ListArray.from_arrays(offsets, values, type=part_type)
     # Arrow refuses a validity mask with sliced offsets: rebase the offsets to start at 0.
+    import pyarrow.compute as pc  # here only: a parse of a definition needs none of it
+
     first, last = offsets[0].as_py(), offsets[-1].as_py()
     rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
     return pa.ListArray.from_arrays(
