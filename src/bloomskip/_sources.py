@@ -1,9 +1,9 @@
 """One opener for tabular files: Parquet, Arrow IPC (file or stream) and CSV.
 
-The format of a file is sniffed once, by :func:`sniff_format`, and the file is opened with
-``pyarrow.dataset``: whole, by :func:`open_dataset`, or as one fragment whose Parquet footer can
-be read alone, by :func:`open_fragment`. ``clickhouse simulate`` and the dataset index both open
-their files here, so a file is read the same way wherever it is named.
+The format of a file is sniffed once, by :func:`sniff_format`, and a whole file is opened with
+``pyarrow.dataset`` by :func:`open_dataset`, so that it is read the same way wherever it is
+named. (A Parquet footer alone is read with ``pyarrow.parquet``, whose import does not load the
+dataset layer and, with it, pandas.)
 
 Format names are those the dataset sidecar stores: ``"parquet"``, ``"arrow-ipc"`` (the IPC file
 format, with its ``ARROW1`` magic), ``"arrow-ipc-stream"`` and ``"csv"``.
@@ -111,36 +111,6 @@ def open_dataset(path: str | os.PathLike, file_format: str) -> pads.Dataset:
         raise FormatError(
             f"cannot read as {_NAMES[file_format]}: {detail}", source=os.fspath(path)
         ) from exc
-
-
-def open_fragment(path: str | os.PathLike, file_format: str, filesystem=None) -> pads.FileFragment:
-    """Return one file as a ``pyarrow.dataset`` fragment, without reading it yet.
-
-    A fragment's ``metadata`` (Parquet) is its footer, read once; a whole dataset would read
-    the footer for its schema and again for the metadata.
-
-    Args:
-        path: The file.
-        file_format: ``"parquet"``, ``"arrow-ipc"`` or ``"csv"``.
-        filesystem: The pyarrow filesystem ``path`` is in (default: the local one).
-
-    Returns:
-        The fragment; reading it raises ``pyarrow.ArrowException`` on a malformed file.
-
-    Example:
-        >>> open_fragment("events.parquet", "parquet").metadata.num_row_groups  # doctest: +SKIP
-        3
-    """
-    import pyarrow.dataset as pads
-    import pyarrow.fs as pafs
-
-    formats = {
-        PARQUET: pads.ParquetFileFormat,
-        ARROW_IPC: pads.IpcFileFormat,
-        CSV: pads.CsvFileFormat,
-    }
-    filesystem = pafs.LocalFileSystem() if filesystem is None else filesystem
-    return formats[file_format]().make_fragment(os.fspath(path), filesystem)
 
 
 def plain_types(schema):  # noqa: ANN001, ANN201 - pyarrow schemas

@@ -23,7 +23,6 @@ from bloomskip._sources import (
     ARROW_IPC_STREAM,
     PARQUET,
     PARQUET_MAGIC,
-    open_fragment,
     sniff_format,
 )
 from bloomskip.errors import BloomskipError, FormatError
@@ -481,7 +480,11 @@ def _read_layout(source: SourceFile) -> Layout:
     import numpy as np
 
     if source.format == PARQUET:
-        metadata = open_fragment(source.path, PARQUET, source.filesystem).metadata
+        import pyarrow.parquet as pq
+
+        # pyarrow.parquet, not a pyarrow.dataset fragment: importing the dataset layer loads
+        # pandas (when installed), a quarter of a second of a cold query.
+        metadata = pq.read_metadata(os.fspath(source.path), filesystem=source.filesystem)
         rows = np.array(
             [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], np.int64
         )
