@@ -2,19 +2,21 @@
 
 Generates a log dataset (default 2 million rows in 4 Parquet files, row groups of 64K rows),
 indexes ``user_id`` (bloom_filter), ``message`` (tokenbf_v1) and ``url`` (ngrambf_v1), then times
-the three predicate shapes that used to be slow to prune:
+the predicate shapes that used to be slow to prune (``--cases`` picks some):
 
-* ``user_id IN (...)`` with 40,000 integers (a few of them present);
-* ``multiSearchAny(url, [...])`` with 255 needles (ClickHouse's limit; more are refused, and the
-  time to refuse 20,000 is printed too);
-* ``match(url, ...)`` with a pattern of about 300 KB (an alternation of literals).
+* ``in``: ``user_id IN (...)`` with 40,000 integers (a few of them present);
+* ``in100k``: the same with 100,000 integers (issue 17: within 2x of DuckDB's full scan);
+* ``multisearch``: ``multiSearchAny(url, [...])`` with 255 needles (ClickHouse's limit);
+* ``match``: ``match(url, ...)`` with a pattern of about 300 KB (an alternation of literals);
+* ``refuse``: the time to refuse ``multiSearchAny`` with 20,000 needles (more than 255);
+* ``linear``: prune time of ``IN`` lists of 10,000 to 160,000 values, and per value.
 
 For each: ``prune`` (parse, compile against every index, probe) on a warm ``Dataset``, the whole
 ``query`` (prune plus DuckDB on the surviving row groups), and DuckDB's own full scan with the
 same predicate; every run uses a new WHERE text (other values), so no cache answers it. The
 answer's row count must equal DuckDB's. Times are medians of ``--repeat`` runs.
 
-Usage: python benchmarks/long_predicates.py [--rows N] [--dir DIR] [--repeat R]
+Usage: python benchmarks/long_predicates.py [--rows N] [--dir DIR] [--repeat R] [--cases a,b]
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ INDEXES = [
 ]
 
 
-def in_list(rng: np.random.Generator, present: np.ndarray) -> tuple[str, str]:
-    values = rng.integers(0, 2**62, 40_000, dtype=np.int64)
+def in_list(rng: np.random.Generator, present: np.ndarray, count: int = 40_000) -> tuple[str, str]:
+    values = rng.integers(0, 2**62, count, dtype=np.int64)
     values[:5] = rng.choice(present, 5)
     text = ", ".join(map(str, values.tolist()))
     return f"user_id IN ({text})", f"user_id IN ({text})"
@@ -78,7 +80,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", default="in,in100k,multisearch,match,refuse,linear")
     args = parser.parse_args()
+    chosen = set(args.cases.split(","))
     directory = args.dir or Path(tempfile.mkdtemp(prefix="bloomskip-long-"))
     if not any(directory.glob("*.parquet")):
         write_logs(directory, args.rows, files=4)
@@ -90,12 +94,15 @@ def main() -> None:
     scan = f"read_parquet('{directory}/*.parquet')"
 
     cases = {
-        "IN, 40,000 integers": lambda rng: in_list(rng, present),
-        "multiSearchAny, 255 needles": multi_search,
-        "match, 300 KB pattern": long_match,
+        "in": ("IN, 40,000 integers", lambda rng: in_list(rng, present)),
+        "in100k": ("IN, 100,000 integers", lambda rng: in_list(rng, present, 100_000)),
+        "multisearch": ("multiSearchAny, 255 needles", multi_search),
+        "match": ("match, 300 KB pattern", long_match),
     }
     print(f"{'predicate':30} {'size':>8} {'prune':>9} {'query':>9} {'duckdb':>9} {'rows':>6}")
-    for name, make in cases.items():
+    for key, (name, make) in cases.items():
+        if key not in chosen:
+            continue
         texts = [make(np.random.default_rng(run)) for run in range(2 * args.repeat)]
         prune, _ = median_time(lambda run, t=texts: dataset.explain(t[run][0]), args.repeat)
         query, table = median_time(
@@ -114,22 +121,32 @@ def main() -> None:
             f"{name:30} {size:7.0f}K {prune * 1e3:8.0f}ms {query * 1e3:8.0f}ms "
             f"{duck * 1e3:8.0f}ms {count:6}   query/duckdb {duck / query:.2f}x"
         )
-    too_many = (
-        "multiSearchAny(url, ["
-        + ", ".join(f"'{w}'" for w in needles(np.random.default_rng(1), 20_000))
-        + "])"
-    )
-    started = time.perf_counter()
-    try:
-        dataset.query(too_many)
-    except Exception as exc:  # the refusal is the result being timed
-        refusal = f"{type(exc).__name__}: {str(exc)[:70]}"
-    else:
-        raise SystemExit("20,000 needles were not refused (ClickHouse refuses more than 255)")
-    print(
-        f"multiSearchAny, 20,000 needles refused in {time.perf_counter() - started:.2f} s "
-        f"({refusal})"
-    )
+    if "refuse" in chosen:
+        too_many = (
+            "multiSearchAny(url, ["
+            + ", ".join(f"'{w}'" for w in needles(np.random.default_rng(1), 20_000))
+            + "])"
+        )
+        started = time.perf_counter()
+        try:
+            dataset.query(too_many)
+        except Exception as exc:  # the refusal is the result being timed
+            refusal = f"{type(exc).__name__}: {str(exc)[:70]}"
+        else:
+            raise SystemExit("20,000 needles were not refused (ClickHouse refuses more than 255)")
+        print(
+            f"multiSearchAny, 20,000 needles refused in {time.perf_counter() - started:.2f} s "
+            f"({refusal})"
+        )
+    if "linear" in chosen:
+        print("prune time of user_id IN (n values), warm:")
+        for count in (10_000, 20_000, 40_000, 80_000, 160_000):
+            # Seeds of their own: no earlier case's WHERE (and its compiled condition) recurs.
+            rngs = [np.random.default_rng(100 + run) for run in range(3)]
+            texts = [in_list(rng, present, count)[0] for rng in rngs]
+            seconds, _ = median_time(lambda run, t=texts: dataset.explain(t[run]), len(texts))
+            per_value = seconds / count * 1e6
+            print(f"  {count:>7,} values: {seconds * 1e3:7.0f} ms, {per_value:.2f} us a value")
 
 
 if __name__ == "__main__":

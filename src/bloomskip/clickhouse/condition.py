@@ -41,7 +41,7 @@ import calendar
 import gc
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlglot import exp
 
+from bloomskip._sql import LiteralList, literal_list
 from bloomskip.clickhouse.granule import (
     BloomFilterGranules,
     Granules,
@@ -146,6 +147,11 @@ class _ConstantReader:
     def _read(self, node: exp.Expression) -> _Constant | None:
         while isinstance(node, exp.Paren):
             node = node.this
+        literals = literal_list(node)
+        if literals is not None:
+            # A long array literal read without sqlglot (an IN list is no constant of its own:
+            # set_values reads it).
+            return _Constant("array", tuple(_LiteralSet(literals))) if literals.array else None
         if isinstance(node, exp.Null):
             return _Constant("null", None)
         if isinstance(node, exp.Boolean):
@@ -594,23 +600,41 @@ def _arrow_type_for(target: ClickHouseType) -> pa.DataType:
     return pa.binary()
 
 
+def _numpy_type(arrow_type: pa.DataType) -> type | None:
+    """The numpy type of a numeric type :func:`_arrow_type_for` gives, else None."""
+    import pyarrow as pa
+
+    if pa.types.is_int64(arrow_type):
+        return np.int64
+    if pa.types.is_uint64(arrow_type):
+        return np.uint64
+    if pa.types.is_float64(arrow_type):
+        return np.float64
+    return None
+
+
 @dataclass(frozen=True)
 class _Values:
     """Converted constants of one ClickHouse type, hashed when an index first probes them.
 
     Hashing waits so that the values of many atoms (an OR of 100,000 comparisons) are hashed in
-    one batch once they are merged.
+    one batch once they are merged. ``values`` is a tuple, or a numpy array for the integers of
+    a long literal list (converted in one step, see :func:`_literal_set_elements`).
     """
 
-    values: tuple
+    values: tuple | np.ndarray
     element_type: ClickHouseType
     all_required: bool = False
 
     @staticmethod
     def concat(parts: list[_Values]) -> _Values:
-        return _Values(
-            tuple(v for part in parts for v in part.values), parts[0].element_type, False
-        )
+        element_type = parts[0].element_type
+        if any(isinstance(part.values, np.ndarray) for part in parts):
+            # Integers only: every part's values fit the element type's array type.
+            dtype = _numpy_type(_arrow_type_for(element_type.base()))
+            values = np.concatenate([np.asarray(part.values, dtype) for part in parts])
+            return _Values(values, element_type, False)
+        return _Values(tuple(v for part in parts for v in part.values), element_type, False)
 
     @property
     def hashes(self) -> np.ndarray:
@@ -624,14 +648,14 @@ class _Values:
         """
         cached = self.__dict__.get("_hashes")
         if cached is None:
-            cached = _hash_values(list(self.values), self.element_type, self.all_required)
+            cached = _hash_values(self.values, self.element_type, self.all_required)
             object.__setattr__(self, "_hashes", cached)
         return cached
 
 
-def _hash_values(values: list, element_type: ClickHouseType, all_required: bool) -> np.ndarray:
-    import pyarrow as pa
-
+def _hash_values(
+    values: tuple | np.ndarray, element_type: ClickHouseType, all_required: bool
+) -> np.ndarray:
     from bloomskip.clickhouse.types import value_hashes
 
     base = element_type.base()
@@ -640,15 +664,41 @@ def _hash_values(values: list, element_type: ClickHouseType, all_required: bool)
         values = [v for v in values if v != 0.0]
         if zeros and not all_required:
             values += [0.0, -0.0]
-    if not values:
+    if not len(values):
         return np.empty(0, np.uint64)
     width = _WIDE_WIDTHS.get(base.name)
     if width is not None:
         # Two's complement, little-endian: the bytes of ClickHouse's in-memory wide integer.
         values = [(value % 2 ** (8 * width)).to_bytes(width, "little") for value in values]
-    array = pa.array(values, _arrow_type_for(base))
-    hashes, _ = value_hashes(array, str(base))
+    hashes, _ = value_hashes(_arrow_values(values, _arrow_type_for(base)), str(base))
     return hashes
+
+
+def _arrow_values(values: Sequence | np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """An Arrow array of converted constants, built from its buffers.
+
+    ``pyarrow.array`` (and ``pyarrow.scalar``) ask pandas whether the input is one of its
+    objects, and so import it: 0.2-0.4 s of a cold ``bloomskip query``. The buffers are
+    written here instead: numbers through numpy, strings and bytes as offsets and data.
+    """
+    import pyarrow as pa
+
+    count = len(values)
+    dtype = _numpy_type(arrow_type)
+    if dtype is not None:
+        data = np.ascontiguousarray(np.asarray(values, dtype))
+        return pa.Array.from_buffers(arrow_type, count, [None, pa.py_buffer(data)])
+    items = [value.encode("utf-8") if isinstance(value, str) else value for value in values]
+    data = pa.py_buffer(b"".join(items))
+    if pa.types.is_fixed_size_binary(arrow_type):
+        return pa.Array.from_buffers(arrow_type, count, [None, data])
+    offsets = np.zeros(count + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, items), np.int64, count), out=offsets[1:])
+    if offsets[-1] < 2**31:
+        offsets = offsets.astype(np.int32)
+    else:
+        arrow_type = pa.large_string() if pa.types.is_string(arrow_type) else pa.large_binary()
+    return pa.Array.from_buffers(arrow_type, count, [None, pa.py_buffer(offsets), data])
 
 
 # ------------------------------------------------------------------------------------------
@@ -897,7 +947,10 @@ def _parse(sql: str) -> exp.Expression:
 def _parsed_where(sql: str) -> tuple[exp.Expression, _ConstantReader]:
     """The tree of a WHERE and the reader of its constants, shared by every index the WHERE is
     compiled for (the reader's memo is keyed by the nodes of exactly this tree)."""
-    return _parse(sql), _ConstantReader(sql)
+    tree = _parse(sql)
+    # The literals' offsets are positions in the text sqlglot read, which differs from the
+    # WHERE when long literal lists were read without it (see _sql.parse_shared).
+    return tree, _ConstantReader(tree.meta.get("parsed_text", sql))
 
 
 @lru_cache(maxsize=1024)
@@ -1366,6 +1419,9 @@ class _RpnBuilder:
             return None
         if isinstance(argument, tuple) and argument[0] == "set":
             items = argument[1]
+            literals = literal_list(items[0]) if len(items) == 1 else None
+            if literals is not None and not literals.array:
+                return _LiteralSet(literals)
             if len(items) == 1:
                 # `x IN (1, 2)` parses as a list, `x IN ((1, 2))` and `x IN [1, 2]` as one item.
                 single = self.constants.read(items[0])
@@ -1527,7 +1583,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             kept = _set_elements(_scalar_set(values), element_type)
             if kept is None:
                 return None
-            return _BloomAtom(function, ((map_values, _Values(tuple(kept), element_type)),))
+            return _BloomAtom(function, ((map_values, _Values(kept, element_type)),))
         return None
 
     def _in(self, name: str, key: exp.Expression, values: list[_Constant]) -> _AtomResult:
@@ -1541,7 +1597,7 @@ class _BloomRpnBuilder(_RpnBuilder):
             kept = _set_elements(_scalar_set(values), element_type)
             if kept is None:
                 return None
-            return _BloomAtom(function, ((position, _Values(tuple(kept), element_type)),))
+            return _BloomAtom(function, ((position, _Values(kept, element_type)),))
         key_function = _function_of(key)
         if key_function is None:
             return None
@@ -1600,13 +1656,19 @@ def _scalar_set(values: list[_Constant]) -> list[_Constant]:
     return values
 
 
-def _set_elements(values: list[_Constant], element_type: ClickHouseType) -> list | None:
+def _set_elements(
+    values: Sequence[_Constant], element_type: ClickHouseType
+) -> tuple | np.ndarray | None:
     """Set elements converted to the key's type, or None when the set cannot be used.
 
     ClickHouse builds the set in the key's type and leaves out NULLs and numbers the type cannot
     hold (``x IN (5, 300)`` on UInt8 is ``x IN (5)``); anything else that does not convert
     leaves the index unused here rather than risk dropping a value that matches.
     """
+    if isinstance(values, _LiteralSet):
+        converted = _literal_set_elements(values.literals, element_type)
+        if converted is not _UNKNOWN:
+            return converted
     kept = []
     for value in values:
         if value.kind == "null":
@@ -1631,7 +1693,58 @@ def _set_elements(values: list[_Constant], element_type: ClickHouseType) -> list
         kept.append(converted)
     # With every element left out ClickHouse does not use the index at all (verified with chdb:
     # `x IN (300, 400)` on UInt8 is not listed by EXPLAIN), rather than skipping every granule.
-    return kept or None
+    return tuple(kept) or None
+
+
+class _LiteralSet(Sequence):
+    """The elements of a long literal ``IN`` list or array (:class:`~bloomskip._sql.LiteralList`).
+
+    :func:`_set_elements` converts the list to an integer or String key's type in one step;
+    any other reader gets the constants one by one, as for a list sqlglot parsed.
+    """
+
+    def __init__(self, literals: LiteralList) -> None:
+        self.literals = literals
+        self._constants: list[_Constant] | None = None
+
+    def __len__(self) -> int:
+        return len(self.literals)
+
+    def __getitem__(self, index: int) -> _Constant:
+        return self.constants()[index]
+
+    def __iter__(self) -> Iterator[_Constant]:
+        return iter(self.constants())
+
+    def constants(self) -> list[_Constant]:
+        if self._constants is None:
+            if self.literals.kind == "int":
+                self._constants = [_Constant("int", v) for v in self.literals.values.tolist()]
+            else:
+                self._constants = [
+                    _Constant("string", v.encode("utf-8")) for v in self.literals.values
+                ]
+        return self._constants
+
+
+def _literal_set_elements(
+    literals: LiteralList, element_type: ClickHouseType
+) -> tuple | np.ndarray | None | object:
+    """:func:`_set_elements` of a literal list in one step: integers for an integer key (those
+    the type cannot hold left out), strings for a String key; ``_UNKNOWN`` for any other pair,
+    which the element-wise conversion decides."""
+    name = element_type.name
+    if literals.kind == "int" and name in _INT_RANGES:
+        values = literals.values
+        info = np.iinfo(values.dtype)
+        low, high = _INT_RANGES[name]
+        kept = values[(values >= max(low, info.min)) & (values <= min(high, info.max))]
+        if not len(kept):
+            return None  # as element-wise: with every element left out, no atom
+        return kept.astype(_numpy_type(_arrow_type_for(element_type)))
+    if literals.kind == "string" and name == "String":
+        return tuple(value.encode("utf-8") for value in literals.values)
+    return _UNKNOWN
 
 
 def _is_default(constant: _Constant) -> bool:
@@ -1850,17 +1963,19 @@ class _TextRpnBuilder(_RpnBuilder):
                 for i, argument in enumerate(left_function[1])
                 if self.key_position(argument) is not None
             ]
+        else:
+            position = self.key_position(left)
+            mapping = [(0, position)] if position is not None else []
+        if not mapping:
+            return None  # before reading the values: a long list may not concern this index
+        if is_tuple:
             rows = []
             for value in values:
                 if value.kind != "tuple" or len(value.value) != len(left_function[1]):
                     return None
                 rows.append(value.value)
         else:
-            position = self.key_position(left)
-            mapping = [(0, position)] if position is not None else []
             rows = [(value,) for value in _scalar_set(values)]
-        if not mapping:
-            return None
         kept_rows = []
         for row in rows:
             if any(c.kind == "null" for c in row):

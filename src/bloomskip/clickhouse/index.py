@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bloomskip import bits
 from bloomskip.clickhouse.ddl import IndexDefinition, IndexDefinitionError
@@ -458,6 +457,8 @@ def _distinct_dictionary_strings(
     Returns:
         ``(strings, bounds)``: granule j's distinct values are ``strings[bounds[j]:bounds[j+1]]``.
     """
+    import pyarrow.compute as pc  # here only: a query that reads an index never needs it
+
     unified = array.unify_dictionaries() if array.num_chunks > 1 else array
     dictionary = (
         unified.chunk(0).dictionary if unified.num_chunks else pa.array([], array.type.value_type)

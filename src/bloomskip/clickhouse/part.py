@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,6 +92,31 @@ class StoredIndex:
     idx_source: str
     marks_source: str
     marks_format: MarksFormat
+
+
+#: How many verified standalone indexes :meth:`Part.read_index` keeps (see there).
+READ_CACHE_SIZE = 8
+_READ_CACHE: OrderedDict[tuple, StoredIndex] = OrderedDict()
+_READ_LOCK = threading.Lock()
+_SETTLED_NS = 2_000_000_000
+
+
+def clear_index_cache() -> None:
+    """Forget the indexes :meth:`Part.read_index` keeps, so that the next reads verify again.
+
+    Example:
+        >>> clear_index_cache()
+    """
+    with _READ_LOCK:
+        _READ_CACHE.clear()
+
+
+def _file_identity(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def table_settings(table_sql: str) -> dict[str, str]:
@@ -367,6 +395,12 @@ class Part:
     def read_index(self, name: str) -> StoredIndex | None:
         """Read and check skip index ``name``.
 
+        An index read and verified before in this process, from a file unchanged since (its
+        ``.idx`` or the ``skp_idx.packed`` archive: same device, inode, size and modification
+        time; same marks, DDL and data granules), is not read again: ClickHouse keeps such
+        indexes in memory too (its skipping-index cache), and a part's files never change in
+        place. The last :data:`READ_CACHE_SIZE` are kept.
+
         Args:
             name: The index name.
 
@@ -377,17 +411,53 @@ class Part:
             PartError: unknown index, or an index column the DDL cannot type.
             FormatError: any inconsistency in the index bytes or marks (naming file and offset).
         """
-        from bloomskip.clickhouse.index import SkipIndex
 
         definition = self.definition(name)
+        # The file the index's bytes come from: its own .idx, or the skp_idx.packed archive.
+        origin = self.path / f"skp_idx_{escape_for_file_name(name)}.idx"
+        if not origin.is_file():
+            origin = self.path / PACKED_ARCHIVE
+        before = _file_identity(origin)
         files = self.index_files(name)
         if files is None:
             return None
-        idx, idx_source, marks_bytes, marks_source, marks_format = files
+        marks_bytes = files[2]
         try:
             column_types = definition.index_column_types(self.column_types)
         except ValueError as exc:
             raise PartError(str(exc)) from exc
+        key = (
+            str(origin.resolve()),
+            before,
+            marks_bytes,
+            definition,
+            tuple(sorted(self.column_types.items())),
+            self.granule_rows.tobytes(),
+        )
+        with _READ_LOCK:
+            cached = _READ_CACHE.get(key) if before is not None else None
+            if cached is not None:
+                _READ_CACHE.move_to_end(key)
+                return cached
+        stored = self._read_index(definition, files, column_types)
+        # Kept only when the file did not change while it was read, and was last written over
+        # _SETTLED_NS ago: file times are coarse (a few ms), so two writes close together may
+        # leave the same identity, but a write after this read comes later than that.
+        settled = before is not None and time.time_ns() - before[3] > _SETTLED_NS
+        if settled and _file_identity(origin) == before:
+            with _READ_LOCK:
+                _READ_CACHE[key] = stored
+                while len(_READ_CACHE) > READ_CACHE_SIZE:
+                    _READ_CACHE.popitem(last=False)
+        return stored
+
+    def _read_index(
+        self, definition: IndexDefinition, files: tuple, column_types: tuple[str, ...]
+    ) -> StoredIndex:
+        from bloomskip.clickhouse.index import SkipIndex
+
+        name = definition.name
+        idx, idx_source, marks_bytes, marks_source, marks_format = files
         expected = -(-self.granule_count // definition.granularity)
         marks = read_marks(marks_bytes, marks_format, marks_source, max_records=expected)
         if len(marks) != expected:
@@ -425,10 +495,11 @@ class Part:
         skip_index = SkipIndex.from_bytes(
             definition, stream.data, self.granule_rows, self.column_types, source=idx_source
         )
+        # A set, not numpy.unique: its first call imports numpy.ma (30 ms of a first explain).
         methods = sorted(
             {
                 compression.METHOD_NAMES.get(method, f"0x{method:02x}")
-                for method in np.unique(stream.block_methods).tolist()
+                for method in set(np.asarray(stream.block_methods).tolist())
             }
         )
         return StoredIndex(

@@ -41,11 +41,16 @@ ClickHouse                      DuckDB
 plus ``!=``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``, ``equals``/``notEquals``,
 ``isNull``/``isNotNull``, literals (``nan`` and ``inf`` included). Identifiers are quoted in
 the output and checked against the dataset's columns case-sensitively, as ClickHouse does.
-The tree is rewritten iteratively: 100,000-term AND/OR chains translate like short ones.
+The tree is rewritten iteratively: 100,000-term AND/OR chains translate like short ones. A long
+``IN`` list of plain literals (read without sqlglot, see :func:`bloomskip._sql.parse_shared`)
+is copied into the SQL as written, or, for :func:`clickhouse_to_duckdb_tables`, given to DuckDB
+as an Arrow table of its values (``x IN (SELECT value FROM t)``), which DuckDB answers with a
+hash join instead of parsing and planning a list of 100,000 constants.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
 
@@ -246,8 +251,9 @@ def integer_lookup(where: str) -> tuple | None:
 
     Returns:
         ``("in", column, values)``, ``("and", terms)`` or ``("or", terms)`` (values: a tuple of
-        ints within int64, terms: a tuple of two or more of the same forms, a chain of one
-        operator flattened into one term), or None for any other WHERE.
+        ints within int64, or a read-only ``int64`` numpy array for a long literal list; terms:
+        a tuple of two or more of the same forms, a chain of one operator flattened into one
+        term), or None for any other WHERE.
 
     Example:
         >>> integer_lookup("id = 42 OR id IN (1, -2)")
@@ -342,6 +348,11 @@ def _lookup_leaf(node) -> tuple | None:
     if isinstance(node, exp.In) and _plain_column(node.this):
         if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
             return None
+        literals = _literal_list_of(node)
+        if literals is not None:
+            if literals.kind != "int" or literals.values.dtype != "int64":
+                return None
+            return ("in", node.this.name, literals.values)
         numbers = [_integer_literal(value) for value in node.expressions]
         if not numbers or any(number is None for number in numbers):
             return None
@@ -393,28 +404,68 @@ def clickhouse_to_duckdb(
         >>> clickhouse_to_duckdb("startsWith(url, 'https://')")
         'STARTS_WITH("url", \\'https://\\')'
     """
-    return _translate_cached(where, columns, predicate)
+    return _translate_cached(where, columns, predicate, False)[0]
+
+
+def clickhouse_to_duckdb_tables(
+    where: str, columns: tuple[tuple[str, str], ...]
+) -> tuple[str, tuple[tuple[str, object], ...]]:
+    """:func:`clickhouse_to_duckdb` for a query that can register Arrow tables with DuckDB.
+
+    A long ``IN`` list of plain literals compared with an integer or string column becomes
+    ``"x" IN (SELECT "value" FROM NAME)`` over an Arrow table of its values: the same rows (the
+    values hold no NULL, so a NULL ``x`` gives NULL as with the list), and DuckDB joins 100,000
+    values in a tenth of the time it takes to parse them as SQL text.
+
+    Args:
+        where: ClickHouse expression text.
+        columns: The dataset's columns and kinds (:func:`column_kinds`).
+
+    Returns:
+        ``(sql, tables)``: the DuckDB SQL, and the ``(name, pyarrow.Table)`` pairs to register
+        on the connection that runs it (a name is a digest of its values).
+
+    Raises:
+        UnsupportedPredicateError: As :func:`clickhouse_to_duckdb`.
+
+    Example:
+        >>> where = "k IN (" + ", ".join(map(str, range(100))) + ")"
+        >>> sql, tables = clickhouse_to_duckdb_tables(where, (("k", "int"),))
+        >>> sql.startswith('"k" IN (SELECT "value" FROM __bloomskip_set_'), tables[0][1].num_rows
+        (True, 100)
+    """
+    return _translate_cached(where, columns, True, True)
 
 
 @lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
-def _translate_cached(where: str, columns: tuple | None, predicate: bool) -> str:
+def _translate_cached(
+    where: str, columns: tuple | None, predicate: bool, with_tables: bool
+) -> tuple[str, tuple]:
     from bloomskip._sql import call_deep
 
     kinds = dict(columns) if columns is not None else None
+    translator = _Translator(kinds, with_tables)
     # A copy of its own: the translation rewrites the tree in place, and the parse is shared
     # with the condition compiler (a copy costs a third to a half of a parse).
-    tree = _Translator(kinds).translate(call_deep(parse_where(where).copy), predicate)
+    tree = translator.translate(call_deep(parse_where(where).copy), predicate)
+    tables = tuple(translator.tables.items())
+    plain = _plain_sql(tree)
+    if plain is not None:
+        return plain, tables
     # The tree is this call's own: nothing needs sqlglot's copy of it (a tenth of the time).
-    return call_deep(lambda: tree.sql("duckdb", copy=False))
+    return call_deep(lambda: tree.sql("duckdb", copy=False)), tables
 
 
 class _Translator:
     """Rewrites a ClickHouse tree into a DuckDB tree, children before parents, with no
     recursion; each result carries its ClickHouse kind in ``meta["kind"]``."""
 
-    def __init__(self, kinds: dict[str, str] | None) -> None:
+    def __init__(self, kinds: dict[str, str] | None, with_tables: bool = False) -> None:
         self.kinds = kinds
         self.table = self.handlers()
+        # Long literal lists as Arrow tables (name -> table), when the caller registers them.
+        self.with_tables = with_tables
+        self.tables: dict[str, object] = {}
 
     def translate(self, root, predicate: bool = True):
         # Reversed pre-order visits every node after all of its descendants.
@@ -487,6 +538,7 @@ class _Translator:
             exp.Length: self.length,
             exp.IsNan: self.is_nan,
             exp.Anonymous: self.function,
+            exp.Var: self.literal_list,
         }
         for klass in (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE):
             table[klass] = self.comparison
@@ -535,6 +587,16 @@ class _Translator:
             return _typed(node, "string")
         text = node.this
         return _typed(node, "int" if text.isdigit() else "float64")
+
+    def literal_list(self, node):
+        """A long literal ``IN`` list or array (``bloomskip._sql.LiteralList``): membership
+        reads a list; an array is a constant ``Array``, printed as written."""
+        literals = _literal_list_of(node)
+        if literals is None:
+            raise UnsupportedPredicateError(
+                f"{_short(node.sql('clickhouse'))} is not supported in a bloomskip WHERE"
+            )
+        return _typed(node, "list" if literals.array else "literal list")
 
     def negation(self, node):
         inner = _kind(node.this)
@@ -621,6 +683,13 @@ class _Translator:
             )
         value = node.this
         kind = _kind(value)
+        literals = _literal_list_of(node)
+        if literals is not None:
+            fast = self.literal_membership(node, literals, kind)
+            if fast is not None:
+                return fast
+            # Any other column kind: element by element, as a list sqlglot parsed.
+            node.set("expressions", _literal_nodes(literals))
         elements = []
         for element in node.expressions:
             element_kind = _kind(element)
@@ -651,6 +720,25 @@ class _Translator:
             )
         node.set("expressions", elements)
         return _typed(node, "bool")
+
+    def literal_membership(self, node, literals, kind: str):
+        """``x IN (long literal list)`` where no element needs converting, or None.
+
+        Integers compared with an integer column, and strings with a string column, are kept
+        as they are by :meth:`membership`; the list is then copied as written, or becomes a
+        table of its values (see :func:`clickhouse_to_duckdb_tables`).
+        """
+        from sqlglot import exp
+
+        integers = literals.kind == "int"
+        if kind not in (("int", "uint", "any") if integers else ("string", "binary", "any")):
+            return None
+        if not self.with_tables or kind == "any":
+            return _typed(node, "bool")
+        name, table = _values_table(literals, kind)
+        self.tables[name] = table
+        query = exp.Var(this=f'SELECT "{SET_COLUMN}" FROM {name}')  # printed as written
+        return _typed(exp.In(this=node.this, expressions=[query]), "bool")
 
     # -- string predicates ----------------------------------------------------------------
     def refuse_escape(self, node):
@@ -939,6 +1027,148 @@ class _Translator:
         )
 
 
+#: The column of a long literal list's values table (see clickhouse_to_duckdb_tables).
+SET_COLUMN = "value"
+
+# A number as sqlglot keeps a ClickHouse numeric literal that DuckDB reads the same way.
+_PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
+_PLAIN_COMPARISONS = {"EQ": "=", "NEQ": "<>", "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<="}
+
+
+def _plain_sql(root) -> str | None:
+    """DuckDB text of a translated tree of columns, literals, comparisons, ``IN``, ``IS NULL``
+    and AND / OR / NOT (a point lookup's), or None for any other tree.
+
+    sqlglot's DuckDB generator takes 40-80 ms to set up in a fresh process, more than the rest
+    of a cold point lookup's translation; these few node kinds are printed here exactly as it
+    prints them (tests/test_cold_imports.py compares the two). Walked without recursion
+    (chains may be thousands long).
+    """
+    from sqlglot import exp
+
+    texts: dict[int, str] = {}
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        children = _plain_children(node, exp)
+        if children is None:
+            return None
+        if not expanded and children:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+            continue
+        parts = [texts.pop(id(child)) for child in children]
+        text = _plain_text(node, parts, exp)
+        if text is None:
+            return None
+        texts[id(node)] = text
+    return texts[id(root)]
+
+
+def _plain_children(node, exp) -> list | None:
+    """The operands :func:`_plain_text` prints, or None for a node it does not print."""
+    kind = type(node)
+    keys = {key for key, value in node.args.items() if value is not None and value != []}
+    if kind is exp.Column:
+        identifier = node.this
+        plain = keys == {"this"} and isinstance(identifier, exp.Identifier)
+        return [] if plain and identifier.args.get("quoted") else None
+    if kind in (exp.Literal, exp.Var, exp.Null, exp.Boolean):
+        return []
+    if kind in (exp.Not, exp.Paren, exp.Neg):
+        return [node.this] if keys == {"this"} else None
+    if kind.__name__ in _PLAIN_COMPARISONS or kind in (exp.And, exp.Or):
+        return [node.this, node.expression] if keys == {"this", "expression"} else None
+    if kind is exp.Is:
+        plain = keys == {"this", "expression"} and isinstance(node.expression, exp.Null)
+        return [node.this] if plain else None
+    if kind is exp.In:
+        return [node.this, *node.expressions] if keys == {"this", "expressions"} else None
+    return None
+
+
+def _plain_text(node, parts: list[str], exp) -> str | None:
+    """One node as sqlglot's DuckDB generator prints it: the tree's own ``Paren`` nodes group,
+    nothing else is added."""
+    kind = type(node)
+    if kind is exp.Column:
+        return '"' + node.name.replace('"', '""') + '"'
+    if kind is exp.Literal:
+        if node.is_string:
+            return "'" + node.this.replace("'", "''") + "'"
+        return node.this if _PLAIN_NUMBER.fullmatch(node.this) else None
+    if kind is exp.Var:
+        return node.this  # a literal list or a values-table query, as written for DuckDB
+    if kind is exp.Null:
+        return "NULL"
+    if kind is exp.Boolean:
+        return "TRUE" if node.this else "FALSE"
+    if kind is exp.Not:
+        return f"NOT {parts[0]}"
+    if kind is exp.Paren:
+        return f"({parts[0]})"
+    if kind is exp.Neg:
+        return f"- {parts[0]}" if parts[0].startswith("-") else f"-{parts[0]}"
+    if kind is exp.Is:
+        return f"{parts[0]} IS NULL"
+    if kind is exp.In:
+        return f"{parts[0]} IN ({', '.join(parts[1:])})"
+    operator = "AND" if kind is exp.And else "OR" if kind is exp.Or else None
+    operator = operator or _PLAIN_COMPARISONS[kind.__name__]
+    return f"{parts[0]} {operator} {parts[1]}"
+
+
+def _literal_list_of(node):
+    """The ``bloomskip._sql.LiteralList`` of ``x IN (...)`` (or of the list's own node)."""
+    from sqlglot import exp
+
+    from bloomskip._sql import literal_list
+
+    if isinstance(node, exp.In):
+        expressions = node.expressions
+        literals = literal_list(expressions[0]) if len(expressions) == 1 else None
+        return None if literals is None or literals.array else literals
+    return literal_list(node)
+
+
+def _literal_nodes(literals) -> list:
+    """The elements of a literal list as typed sqlglot literals, as the parser gives them."""
+    from sqlglot import exp
+
+    if literals.kind == "string":
+        return [_typed(exp.Literal.string(text), "string") for text in literals.values]
+    nodes = []
+    for number in literals.values.tolist():
+        literal = _typed(exp.Literal.number(abs(number)), "int")
+        nodes.append(_typed(exp.Neg(this=literal), "int") if number < 0 else literal)
+    return nodes
+
+
+def _values_table(literals, kind: str):
+    """``(name, pyarrow.Table)``: a literal list's values in the column :data:`SET_COLUMN`,
+    typed as the column compares (strings as VARCHAR or BLOB), named by a digest of them."""
+    import numpy as np
+    import pyarrow as pa
+
+    if literals.kind == "int":
+        values = literals.values
+        arrow_type = pa.int64() if values.dtype == np.int64 else pa.uint64()
+        array = pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+    else:
+        # Built from buffers: pyarrow.array on Python objects imports pandas (see condition).
+        encoded = [text.encode("utf-8") for text in literals.values]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        arrow_type = pa.large_string() if kind == "string" else pa.large_binary()
+        array = pa.Array.from_buffers(
+            arrow_type,
+            len(encoded),
+            [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
+        )
+    digest = hashlib.blake2b(f"{arrow_type}:{literals.text}".encode(), digest_size=12)
+    return f"__bloomskip_set_{digest.hexdigest()}", pa.table({SET_COLUMN: array})
+
+
 def _merged(node, compare, membership, negated: bool):
     """The membership test equal to ``node`` (an AND/OR of two tests), or None.
 
@@ -1134,6 +1364,9 @@ def _non_null_constant(node, function: str):
 def _array_constant(node, function: str) -> list:
     from sqlglot import exp
 
+    literals = _literal_list_of(node)
+    if literals is not None and literals.array:
+        return _literal_nodes(literals)
     if not isinstance(node, exp.Array):
         raise UnsupportedPredicateError(
             f"{function}: {node.sql('clickhouse')} is not an array constant"
