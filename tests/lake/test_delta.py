@@ -270,3 +270,18 @@ def test_files_rewritten_with_view_types_are_filtered_exactly(tmp_path):
     for where in ["name = '5'", "name = '3'", "name IN ('700', '701', '2')", "s LIKE '%a%'"]:
         got = sorted(Dataset(location).query(where, columns=["id"]).column("id").to_pylist())
         assert got == _expected_ids(location, 2, where), where
+
+
+def test_a_long_in_list_still_prunes_by_the_tables_partitions(tmp_path, capsys):
+    """A list of 64 or more literals is read without sqlglot (``_sql.parse_shared``): the
+    table's own pruning must still get it as an ``IN`` (it was silently dropped)."""
+    location = str(tmp_path / "t")
+    _write(location, _with_partition(make_table(2000, 1, 0)), partition_by=["p"])
+    assert main(["index", "build", location, "--index", "INDEX k_bf k TYPE bloom_filter"]) == 0
+    capsys.readouterr()
+    partitions = ", ".join(["'1'"] + [f"'x{n}'" for n in range(99)])
+    where = f"p IN ({partitions}) AND id IN ({', '.join(map(str, range(1, 400, 2)))})"
+    assert main(["query", location, "--where", where, "--explain"]) == 0
+    assert "its partition values and statistics keep 1/2 files" in capsys.readouterr().out
+    got = sorted(Dataset(location).query(where, columns=["id"]).column("id").to_pylist())
+    assert got == _expected_ids(location, 0, where)

@@ -240,6 +240,8 @@ def _implied(node, kinds: dict[str, str]) -> str | None:
     """Iterative over AND/OR chains (they may be thousands long); None means TRUE."""
     from sqlglot import exp
 
+    from bloomskip._sql import literal_list
+
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.And | exp.Or):
@@ -263,6 +265,9 @@ def _implied(node, kinds: dict[str, str]) -> str | None:
         values = node.expressions
         if column is None or not values or len(values) > MAX_IN_VALUES:
             return None
+        listed = literal_list(values[0]) if len(values) == 1 else None
+        if listed is not None:  # a long list the parser read in one step (_sql.parse_shared)
+            return _listed_in(column, listed, kinds[column])
         literals = [_literal(value, kinds[column]) for value in values]
         if any(literal is None for literal in literals):
             return None
@@ -274,6 +279,24 @@ def _implied(node, kinds: dict[str, str]) -> str | None:
         inner = node.this
         column = _column(inner.this, kinds) if isinstance(inner.expression, exp.Null) else None
         return f'"{column}" IS NOT NULL' if column is not None else None
+    return None
+
+
+def _listed_in(column: str, listed, kind: str) -> str | None:
+    """``column IN (...)`` from a :class:`~bloomskip._sql.LiteralList`, by :func:`_literal`'s
+    rules; None when it is too long, an array, or of another kind than the column."""
+    if listed.array or len(listed) > MAX_IN_VALUES:
+        return None
+    if kind == "integer" and listed.kind == "int":
+        values = listed.values.tolist()
+        if any(not -(2**63) <= value < 2**63 for value in values):
+            return None
+        return f'"{column}" IN ({", ".join(map(str, values))})'
+    if kind == "string" and listed.kind == "string":
+        if any(len(text) > 4096 or any(ord(c) < 32 for c in text) for text in listed.values):
+            return None
+        quoted = ("'" + text.replace("'", "''") + "'" for text in listed.values)
+        return f'"{column}" IN ({", ".join(quoted)})'
     return None
 
 
