@@ -291,3 +291,22 @@ def test_definitions_are_added_replaced_and_dropped_by_name(lake_location, local
         assert sorted(got) == _oracle(files, where)[0], where
     with pytest.raises(BloomskipError, match="no index named 'nope'"):
         lake.drop_index("nope")
+
+
+@pytest.mark.parametrize("lake_location", ["local", "s3"], indirect=True)
+def test_a_long_in_list_is_joined_as_a_table_with_the_same_rows(
+    lake_location, local_data, tmp_path
+):
+    """5,000 values: given to DuckDB as an Arrow table it joins (translate's value tables),
+    registered on the query's cursor; the rows are DuckDB's over the raw files."""
+    lake = _lake(lake_location, tmp_path)
+    lake.build_index(INDEXES, progress=False)
+    values = [*range(-2500, 2500, 2), 10**12]
+    files = sorted(str(path) for path in local_data.glob("*.parquet"))
+    for where in [
+        f"k IN ({', '.join(map(str, values))})",
+        f"k NOT IN ({', '.join(map(str, values))}) AND id < 900",
+        f"s IN ({', '.join(repr(f'w{n}') for n in range(3000))}, 'alpha')",
+    ]:
+        got = sorted(lake.query(where, columns=["id"]).column("id").to_pylist())
+        assert got == _oracle(files, where)[0], where[:40]

@@ -831,14 +831,14 @@ class LakeDataset(FrameConversions):
             select_list,
         )
         from bloomskip.dataset.translate import (
-            clickhouse_to_duckdb,
+            clickhouse_to_duckdb_tables,
             column_kinds,
             conjunctions_under_or,
         )
 
         schema = explanation.schema_source()
         kinds = column_kinds(schema)
-        condition = clickhouse_to_duckdb(where, kinds)
+        condition, value_tables = clickhouse_to_duckdb_tables(where, kinds)
         projection = select_list(columns, kinds)
         data = surviving_dataset(explanation, schema, table_files)
         suffix = "" if limit is None else f" LIMIT {int(limit)}"
@@ -855,6 +855,8 @@ class LakeDataset(FrameConversions):
         logging.getLogger("bloomskip.dataset.query").debug("DuckDB SQL: %s", sql)
         try:
             with interrupting_on_sigint(cursor):
+                for name, table in value_tables:  # long IN lists, joined by name
+                    cursor.register(name, table)
                 cursor.register("bloomskip_dataset", data)
                 return cursor.sql(sql).to_arrow_table()
         except (duckdb.Error, RuntimeError) as exc:  # RuntimeError: DuckDB's interrupt
