@@ -31,6 +31,7 @@ from bloomskip.errors import (
 )
 
 if TYPE_CHECKING:
+    from bloomskip.advise import advise
     from bloomskip.dataset import Dataset
 
 __version__ = "0.1.0"
@@ -52,6 +53,7 @@ __all__ = [
     "UnsupportedPredicateError",
     "UnsupportedTypeError",
     "__version__",
+    "advise",
 ]
 
 
@@ -62,4 +64,8 @@ def __getattr__(name: str):
         from bloomskip.dataset import Dataset
 
         return Dataset
+    if name == "advise":
+        from bloomskip.advise import advise
+
+        return advise
     raise AttributeError(f"module 'bloomskip' has no attribute {name!r}")

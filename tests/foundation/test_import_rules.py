@@ -46,7 +46,7 @@ RULES = (
     ),
 )
 
-HEAVY = ("pyarrow", "duckdb", "sqlglot", "chdb")
+HEAVY = ("pyarrow", "duckdb", "sqlglot", "chdb", "pandas", "matplotlib", "polars", "tqdm")
 
 
 def _within(module: str, names: tuple[str, ...]) -> bool:

@@ -14,8 +14,29 @@ Example:
 
 from __future__ import annotations
 
-from bloomskip.advise.advisor import Advice, Recommendation, advise
-from bloomskip.advise.candidates import Candidate
-from bloomskip.advise.queries import Query, read_queries
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bloomskip.advise.advisor import Advice, Recommendation, advise
+    from bloomskip.advise.candidates import Candidate
+    from bloomskip.advise.queries import Query, read_queries
 
 __all__ = ["Advice", "Candidate", "Query", "Recommendation", "advise", "read_queries"]
+
+_HOMES = {
+    "Advice": "advisor",
+    "Recommendation": "advisor",
+    "advise": "advisor",
+    "Candidate": "candidates",
+    "Query": "queries",
+    "read_queries": "queries",
+}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - the names above
+    # Loaded on first use: the CLI registers `advise` on every start, and needs none of them.
+    if name not in _HOMES:
+        raise AttributeError(f"module 'bloomskip.advise' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"bloomskip.advise.{_HOMES[name]}"), name)

@@ -435,7 +435,6 @@ def _drop(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from bloomskip.dataset.lake import LakeDataset
     from bloomskip.dataset.report import (
         explain_json,
         explain_text,
@@ -453,10 +452,14 @@ def _query(args: argparse.Namespace) -> int:
         )
     where = where_text(args.where)
     dataset = _dataset(args)
-    if args.explain and isinstance(dataset, LakeDataset):
-        # Its pruning reads no footer; --explain reads the survivors' to tell their bytes.
-        result = dataset.explain(where, describe_data=True)
-    else:
+    result = None
+    if args.explain:
+        from bloomskip.dataset.lake import LakeDataset  # here: a plain query need not load it
+
+        if isinstance(dataset, LakeDataset):
+            # Its pruning reads no footer; --explain reads the survivors' to tell their bytes.
+            result = dataset.explain(where, describe_data=True)
+    if result is None:
         result = dataset.explain(where)
     if args.explain:
         read_columns = referenced_columns(where)
