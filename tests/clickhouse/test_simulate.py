@@ -91,7 +91,8 @@ def test_rows_skipped_and_sizes(part, parquet_file, capsys) -> None:
     for index in report["indexes"]:
         for predicate in index["predicates"]:
             # Every granule holds 128 rows but the last (2000 - 15 * 128 = 80).
-            read_rows = round(2000 * (1 - predicate["rows_skipped"]))
+            read_rows = 2000 - predicate["rows_skipped"]
+            assert predicate["rows_skipped_fraction"] == predicate["rows_skipped"] / 2000
             selected = predicate["granules_selected"]
             assert read_rows in (128 * selected, 128 * (selected - 1) + 80), predicate
     # The decompressed stream ClickHouse wrote has the reported size.
@@ -170,7 +171,8 @@ def test_granularity_is_counted_in_data_granules(tmp_path, capsys) -> None:
     [index] = report["indexes"]
     assert index["granules_total"] == 10
     assert [p["granules_selected"] for p in index["predicates"]] == [2, 4]
-    assert [p["rows_skipped"] for p in index["predicates"]] == [0.8, 0.6]
+    assert [p["rows_skipped_fraction"] for p in index["predicates"]] == [0.8, 0.6]
+    assert [p["rows_skipped"] for p in index["predicates"]] == [80, 60]
 
 
 @pytest.mark.parametrize(

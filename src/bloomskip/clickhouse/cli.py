@@ -6,10 +6,10 @@
 DATA is Parquet, Arrow IPC (file or stream) or CSV; :func:`bloomskip.clickhouse.simulate.
 simulate_file` does the work. ``--json`` prints ``{"rows", "data_granules", "indexes": [{"name",
 "type", "definition", "bytes", "compressed_bytes", "bits_per_row", "mean_fill_ratio",
-"granules_total", "warnings", "predicates": [{"where", "granules_selected", "rows_skipped",
-"useful"}]}]}``. An index no predicate can ever use (a text index over IPv6, say) is reported
-with a warning on stderr. ``inspect`` and ``explain`` are declared in
-:mod:`bloomskip.clickhouse.part_cli`.
+"granules_total", "warnings", "predicates": [{"where", "granules_selected", "rows_skipped" (a
+row count), "rows_skipped_fraction", "useful"}]}]}``. An index no predicate can ever use (a text
+index over IPv6, say) is reported with a warning on stderr. ``inspect`` and ``explain`` are
+declared in :mod:`bloomskip.clickhouse.part_cli`.
 
 Cheap to import: the command imports the machinery it needs when it runs.
 
@@ -165,6 +165,7 @@ def _as_json(simulation: Simulation) -> dict[str, Any]:
                         "where": p.where,
                         "granules_selected": p.granules_selected,
                         "rows_skipped": p.rows_skipped,
+                        "rows_skipped_fraction": p.rows_skipped_fraction,
                         "useful": p.useful,
                     }
                     for p in r.predicates
@@ -191,7 +192,8 @@ def _print_table(simulation: Simulation, predicates: list[str]) -> None:
         ]
         for p in r.predicates:
             note = "" if p.useful else " n/a"
-            line.append(f"{p.granules_selected}/{r.granules_total} ({p.rows_skipped:.1%}){note}")
+            share = f"{p.rows_skipped_fraction:.1%}"
+            line.append(f"{p.granules_selected}/{r.granules_total} ({share}){note}")
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:

@@ -46,13 +46,15 @@ class PredicateReport:
     Attributes:
         where: The predicate.
         granules_selected: Data granules ClickHouse would read after this index.
-        rows_skipped: Share of rows in the skipped granules (0..1).
+        rows_skipped: Rows in the skipped granules.
+        rows_skipped_fraction: Their share of all rows (0..1).
         useful: Whether the index can evaluate any part of the predicate at all.
     """
 
     where: str
     granules_selected: int
-    rows_skipped: float
+    rows_skipped: int
+    rows_skipped_fraction: float
     useful: bool
 
 
@@ -137,7 +139,7 @@ def simulate_file(
     Example:
         >>> report = simulate_file("logs.parquet", ["msg TYPE tokenbf_v1(10240, 3, 0)"],
         ...                        ["hasToken(msg, 'timeout')"])  # doctest: +SKIP
-        >>> report.indexes[0].predicates[0].rows_skipped  # doctest: +SKIP
+        >>> report.indexes[0].predicates[0].rows_skipped_fraction  # doctest: +SKIP
         0.875
     """
     from bloomskip.clickhouse.ddl import parse_index_definition
@@ -381,7 +383,8 @@ def simulate(
                 PredicateReport(
                     where=where,
                     granules_selected=len(selected),
-                    rows_skipped=(rows - rows_read) / rows if rows else 0.0,
+                    rows_skipped=rows - rows_read,
+                    rows_skipped_fraction=(rows - rows_read) / rows if rows else 0.0,
                     useful=condition.useful,
                 )
             )
