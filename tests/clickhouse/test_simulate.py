@@ -102,9 +102,10 @@ def test_rows_skipped_and_sizes(part, parquet_file, capsys) -> None:
         assert 0 < index["mean_fill_ratio"] < 1
 
 
-@pytest.mark.parametrize("codec", ["LZ4", "NONE"])
-def test_emitted_files_match_clickhouse(part, parquet_file, capsys, tmp_path, codec) -> None:
-    _run_json(capsys, [*_cli_arguments(parquet_file), "--emit", str(tmp_path), "--codec", codec])
+@pytest.mark.parametrize(("codec", "jobs"), [("LZ4", "1"), ("NONE", "1"), ("LZ4", "3")])
+def test_emitted_files_match_clickhouse(part, parquet_file, capsys, tmp_path, codec, jobs) -> None:
+    arguments = [*_cli_arguments(parquet_file), "--emit", str(tmp_path), "--codec", codec]
+    _run_json(capsys, [*arguments, "--jobs", jobs])
     for name in ("bv", "bv3", "tk", "ng"):
         ours = read_compressed_stream_with_blocks((tmp_path / f"skp_idx_{name}.idx").read_bytes())
         theirs = read_compressed_stream_with_blocks(part.index_file(name).read_bytes())

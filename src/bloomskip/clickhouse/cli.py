@@ -1,7 +1,8 @@
 """``bloomskip clickhouse …``: the command group, and ``simulate``'s parser and output.
 
 ``simulate DATA --index "DDL" [--index ...] [--index-granularity 8192] [--where PRED ...]
-[--where-file FILE ...] [--emit DIR] [--codec LZ4|NONE] [--column-type col=Type ...] [--json]``
+[--where-file FILE ...] [--emit DIR] [--codec LZ4|NONE] [--column-type col=Type ...] [--jobs N]
+[--json]``
 
 DATA is Parquet, Arrow IPC (file or stream) or CSV; :func:`bloomskip.clickhouse.simulate.
 simulate_file` does the work. ``--json`` prints ``{"rows", "data_granules", "indexes": [{"name",
@@ -93,6 +94,13 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
         default="LZ4",
         help="codec of the emitted .idx files (default %(default)s)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="threads reading the data and building the granules (default: one per CPU); the "
+        "granules are the same bytes for any N",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=simulate_command)
 
@@ -124,6 +132,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         emit=args.emit,
         codec=args.codec,
         progress=None,
+        jobs=args.jobs,
     )
     for report in simulation.indexes:
         for warning in report.warnings:
