@@ -101,9 +101,13 @@ def main() -> None:
         print(f"advise: {advice.rows:,} rows, {len(advice.queries)} queries, {count} candidates")
         print(f"total {seconds:.1f} s, {count / seconds:.2f} candidates/s")
         for recommendation in advice.recommendations:
-            chosen = recommendation.index or "no index"
+            chosen = (
+                f"{recommendation.index} (granule {recommendation.granule})"
+                if recommendation.index
+                else "no index"
+            )
             print(
-                f"  {recommendation.column}: {chosen} (granule {recommendation.granule}), "
+                f"  {recommendation.column}: {chosen}, "
                 f"rows read {recommendation.rows_read_fraction:.2%}, "
                 f"{recommendation.index_bytes:,} B"
             )

@@ -4,6 +4,7 @@ as a build in one process; a worker killed mid-build is replaced and the index i
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -156,11 +157,21 @@ def test_other_datasets_give_the_same_segments_on_a_cluster(kind, cluster, small
     assert built["jobs1"] == built["jobs2"] == built["dask"]
 
 
-def test_split_ranges_are_cut_by_bytes():
+def test_split_ranges_are_cut_by_bytes_into_even_ranges():
     assert lake_build.split_ranges([], 10) == ()
     assert lake_build.split_ranges([5], 10) == ((0, 1),)
     assert lake_build.split_ranges([4, 4, 4, 4, 4], 10) == ((0, 3), (3, 5))
-    assert lake_build.split_ranges([30, 1, 1], 10) == ((0, 1), (1, 3))
+    assert lake_build.split_ranges([30, 1, 1], 10) == ((0, 1), (1, 2), (2, 3))
+    # 185 at a target of 128: two even halves, not 128 + 57.
+    assert lake_build.split_ranges([5] * 37, 128) == ((0, 19), (19, 37))
+    assert lake_build.split_ranges([7, 1, 1, 1, 7], 1) == tuple((n, n + 1) for n in range(5))
+    for sizes in ([3, 9, 1, 1, 12, 4, 4], [1] * 100, [50, 1, 1, 1, 1, 50]):
+        for target in (1, 5, 10, 30, 1000):
+            ranges = lake_build.split_ranges(sizes, target)
+            assert ranges[0][0] == 0 and ranges[-1][1] == len(sizes)
+            assert all(a[1] == b[0] and a[0] < a[1] for a, b in itertools.pairwise(ranges))
+            assert ranges[-1][0] < ranges[-1][1]
+            assert len(ranges) == min(len(sizes), -(-sum(sizes) // target))
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["batches", "row-group-ranges"])

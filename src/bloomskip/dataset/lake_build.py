@@ -163,20 +163,30 @@ def plan_tasks(
 
 
 def split_ranges(group_bytes: Sequence[int], target_bytes: int) -> tuple[tuple[int, int], ...]:
-    """Consecutive row-group ranges of about ``target_bytes`` each (at least one group each).
+    """Consecutive row-group ranges of even size, as many as ``target_bytes`` asks for.
+
+    A file is cut into ``ceil(bytes / target_bytes)`` ranges (at most one per row group) of
+    about equal bytes: a 185 MB file at a 128 MiB target makes two ranges of about 92 MB, not
+    one of 128 and one of 57, which would keep one worker waiting for the other.
 
     Example:
         >>> split_ranges([60, 60, 60, 10], 100)
         ((0, 2), (2, 4))
     """
-    ranges, first, size = [], 0, 0
-    for number, count in enumerate(group_bytes):
-        size += count
-        if size >= target_bytes:
+    total, count = sum(group_bytes), len(group_bytes)
+    if not count:
+        return ()
+    parts = max(1, min(count, -(-total // max(1, target_bytes))))
+    ranges, first, size, remaining = [], 0, 0, total
+    for number, group in enumerate(group_bytes):
+        size += group
+        later = count - number - 1
+        if len(ranges) < parts - 1 and (
+            size * (parts - len(ranges)) >= remaining or later == parts - len(ranges) - 1
+        ):
             ranges.append((first, number + 1))
-            first, size = number + 1, 0
-    if first < len(group_bytes):
-        ranges.append((first, len(group_bytes)))
+            first, remaining, size = number + 1, remaining - size, 0
+    ranges.append((first, count))
     return tuple(ranges)
 
 
