@@ -157,6 +157,29 @@ def test_other_datasets_give_the_same_segments_on_a_cluster(kind, cluster, small
     assert built["jobs1"] == built["jobs2"] == built["dask"]
 
 
+def test_files_are_batched_into_even_tasks():
+    from bloomskip._store import ObjectInfo
+    from bloomskip.dataset.lake import ListedFile
+
+    def files(*sizes):
+        return [
+            ListedFile(f"{n:03d}.parquet", ObjectInfo("", size, 0)) for n, size in enumerate(sizes)
+        ]
+
+    # 8 files of 185 at a target of 1024: two tasks of four, not 1,110 + 370.
+    plan = lake_build.plan_tasks(files(*[185] * 8), 1024, 512)
+    assert [len(task.files) for task in plan] == [4, 4]
+    # At most max_files per task; a split file is a task of its own, in key order.
+    plan = lake_build.plan_tasks(files(*[1] * 10), 1024, 3)
+    assert [len(task.files) for task in plan] == [3, 3, 2, 2]
+    listed = files(10, 300, 10, 10)
+    plan = lake_build.plan_tasks(listed, 100, 512, {listed[1].key: [100, 100, 100]})
+    assert [(task.files[0].key, len(task.files), len(task.ranges)) for task in plan] == [
+        ("000.parquet", 3, 0),
+        ("001.parquet", 1, 3),
+    ]
+
+
 def test_split_ranges_are_cut_by_bytes_into_even_ranges():
     assert lake_build.split_ranges([], 10) == ()
     assert lake_build.split_ranges([5], 10) == ((0, 1),)

@@ -121,18 +121,24 @@ def plan_tasks(
     max_files: int,
     group_bytes: Mapping[str, Sequence[int]] | None = None,
 ) -> list[PlannedTask]:
-    """Cut files (in the given order) into tasks of about ``target_bytes``.
+    """Cut files (in the given order) into tasks of about ``target_bytes``, of even size.
+
+    The files are cut into ``ceil(bytes / target_bytes)`` batches (more if a batch would hold
+    more than ``max_files``) of about equal bytes, so that 1.5 GB at a 1 GiB target makes two
+    tasks of 0.74 GB rather than one of 1.1 GB and one of 0.4 GB: one worker would wait for
+    the other. The plan depends on the files alone, never on the workers.
 
     Args:
         files: ``ListedFile`` objects, in key order.
-        target_bytes: A batch is closed once it holds this many bytes.
-        max_files: ... or this many files.
+        target_bytes: The bytes a task is sized for.
+        max_files: The most files a task holds.
         group_bytes: The bytes of each row group of the files larger than ``target_bytes``
-            (from their footers): such a file is split into row-group ranges of about
-            ``target_bytes`` each, when it has more than one.
+            (from their footers): such a file is a task of its own, split into row-group
+            ranges of even size (see :func:`split_ranges`), when it has more than one.
 
     Returns:
-        The tasks; the same for the same input, whatever runs them.
+        The tasks, in key order of their first file; the same for the same input, whatever
+        runs them.
 
     Example:
         >>> from bloomskip._store import ObjectInfo
@@ -145,49 +151,65 @@ def plan_tasks(
         ((0, 1), (1, 2), (2, 3))
     """
     tasks: list[PlannedTask] = []
-    current: list = []
-    size = 0
+    rest = []
     for listed in files:
         ranges = split_ranges((group_bytes or {}).get(listed.key, ()), target_bytes)
         if len(ranges) > 1:
             tasks.append(PlannedTask((listed,), ranges))
-            continue
-        current.append(listed)
-        size += listed.info.size
-        if size >= target_bytes or len(current) >= max_files:
-            tasks.append(PlannedTask(tuple(current)))
-            current, size = [], 0
-    if current:
-        tasks.append(PlannedTask(tuple(current)))
-    return tasks
+        else:
+            rest.append(listed)
+    sizes = [listed.info.size for listed in rest]
+    parts = max(_ceil_div(sum(sizes), target_bytes), _ceil_div(len(rest), max_files))
+    tasks += [
+        PlannedTask(tuple(rest[first:end])) for first, end in even_ranges(sizes, parts, max_files)
+    ]
+    return sorted(tasks, key=lambda task: task.files[0].key)
 
 
 def split_ranges(group_bytes: Sequence[int], target_bytes: int) -> tuple[tuple[int, int], ...]:
-    """Consecutive row-group ranges of even size, as many as ``target_bytes`` asks for.
-
-    A file is cut into ``ceil(bytes / target_bytes)`` ranges (at most one per row group) of
-    about equal bytes: a 185 MB file at a 128 MiB target makes two ranges of about 92 MB, not
-    one of 128 and one of 57, which would keep one worker waiting for the other.
+    """A file's row groups in ``ceil(bytes / target_bytes)`` ranges of even bytes (at most one
+    range per row group): a 185 MB file at a 128 MiB target makes two ranges of about 92 MB,
+    not one of 128 and one of 57.
 
     Example:
         >>> split_ranges([60, 60, 60, 10], 100)
         ((0, 2), (2, 4))
     """
-    total, count = sum(group_bytes), len(group_bytes)
+    return even_ranges(group_bytes, _ceil_div(sum(group_bytes), target_bytes))
+
+
+def even_ranges(
+    sizes: Sequence[int], parts: int, max_items: int | None = None
+) -> tuple[tuple[int, int], ...]:
+    """Cut ``sizes`` (in order) into ``parts`` consecutive ranges of about equal sum.
+
+    Each range holds at least one item and at most ``max_items`` (more ranges are made where
+    that needs them); with fewer items than ``parts``, one range per item.
+
+    Example:
+        >>> even_ranges([5, 5, 5, 5, 1], 2)
+        ((0, 3), (3, 5))
+    """
+    count = len(sizes)
     if not count:
         return ()
-    parts = max(1, min(count, -(-total // max(1, target_bytes))))
-    ranges, first, size, remaining = [], 0, 0, total
-    for number, group in enumerate(group_bytes):
-        size += group
+    parts = max(1, min(count, parts))
+    ranges, first, size, remaining = [], 0, 0, sum(sizes)
+    for number, item in enumerate(sizes):
+        size += item
+        left = parts - len(ranges)  # ranges still to make, this one included
         later = count - number - 1
-        if len(ranges) < parts - 1 and (
-            size * (parts - len(ranges)) >= remaining or later == parts - len(ranges) - 1
-        ):
+        full = max_items is not None and number + 1 - first >= max_items
+        even = left > 1 and (size * left >= remaining or later == left - 1)
+        if later and (full or even):
             ranges.append((first, number + 1))
             first, remaining, size = number + 1, remaining - size, 0
     ranges.append((first, count))
     return tuple(ranges)
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // max(1, denominator))
 
 
 def run_task(task: BuildTask) -> TaskResult:
