@@ -171,7 +171,10 @@ def test_files_are_batched_into_even_tasks():
     assert [len(task.files) for task in plan] == [4, 4]
     # At most max_files per task; a split file is a task of its own, in key order.
     plan = lake_build.plan_tasks(files(*[1] * 10), 1024, 3)
-    assert [len(task.files) for task in plan] == [3, 3, 2, 2]
+    assert [len(task.files) for task in plan] == [3, 2, 3, 2]
+    # Sizes that are not all equal still make the even cut (this one was cut 5 + 3).
+    plan = lake_build.plan_tasks(files(185, 184, 185, 184, 186, 185, 185, 185), 1024, 512)
+    assert [len(task.files) for task in plan] == [4, 4]
     listed = files(10, 300, 10, 10)
     plan = lake_build.plan_tasks(listed, 100, 512, {listed[1].key: [100, 100, 100]})
     assert [(task.files[0].key, len(task.files), len(task.ranges)) for task in plan] == [

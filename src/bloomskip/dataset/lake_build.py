@@ -188,7 +188,7 @@ def even_ranges(
 
     Example:
         >>> even_ranges([5, 5, 5, 5, 1], 2)
-        ((0, 3), (3, 5))
+        ((0, 2), (2, 5))
     """
     count = len(sizes)
     if not count:
@@ -196,14 +196,18 @@ def even_ranges(
     parts = max(1, min(count, parts))
     ranges, first, size, remaining = [], 0, 0, sum(sizes)
     for number, item in enumerate(sizes):
+        left = parts - len(ranges)  # ranges still to make, the current one included
+        if number > first:
+            ideal = remaining / left
+            full = max_items is not None and number - first >= max_items
+            # Close before this item when each later range needs one of the items left, or
+            # when the range ends nearer its ideal size without this item than with it.
+            must = count - number == left - 1
+            over = size + item > ideal and size + item - ideal > ideal - size
+            if full or (left > 1 and (must or over)):
+                ranges.append((first, number))
+                first, remaining, size = number, remaining - size, 0
         size += item
-        left = parts - len(ranges)  # ranges still to make, this one included
-        later = count - number - 1
-        full = max_items is not None and number + 1 - first >= max_items
-        even = left > 1 and (size * left >= remaining or later == left - 1)
-        if later and (full or even):
-            ranges.append((first, number + 1))
-            first, remaining, size = number + 1, remaining - size, 0
     ranges.append((first, count))
     return tuple(ranges)
 
