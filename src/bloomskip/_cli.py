@@ -172,6 +172,23 @@ def where_options(parser: argparse.ArgumentParser, *, repeatable: bool = False) 
     target.add_argument("--where-file", metavar="FILE", type=WhereFile, help=file_help, **common)
 
 
+def read_user_text(path, origin: str) -> str:
+    """The UTF-8 text of a file the user named, or a one-line error naming it as ``origin``.
+
+    Raises:
+        BloomskipError: The file cannot be read, or is not UTF-8 (the byte is named).
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise BloomskipError(f"cannot read {origin}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise BloomskipError(
+            f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
+
+
 def where_text(value: str, *, stdin_used: bool = False) -> str:
     """The WHERE a ``--where`` / ``--where-file`` value (:func:`where_options`) gives.
 
@@ -202,15 +219,7 @@ def where_text(value: str, *, stdin_used: bool = False) -> str:
         text = sys.stdin.read()
     elif isinstance(value, WhereFile):
         origin = f"--where-file {value}"
-        try:
-            with open(value, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise BloomskipError(f"cannot read {origin}: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise BloomskipError(
-                f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from exc
+        text = read_user_text(value, origin)
     else:
         origin, text = "--where", value
     if not text.strip():

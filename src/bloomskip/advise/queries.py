@@ -97,17 +97,10 @@ def read_queries(path: str | os.PathLike) -> list[Query]:
         >>> read_queries("queries.txt")  # doctest: +SKIP
         [Query(where='user_id = 42', count=120, line=2)]
     """
+    from bloomskip._cli import read_user_text
+
     origin = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise BloomskipError(f"cannot read {origin}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise BloomskipError(
-            f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
-    return parse_queries(text, origin)
+    return parse_queries(read_user_text(path, origin), origin)
 
 
 def check_queries(queries: list[Query], schema, origin: str) -> list[tuple[str, ...]]:
