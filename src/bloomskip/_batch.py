@@ -163,3 +163,24 @@ def check_uint(value: object, bits: int, name: str) -> int:
     if not 0 <= value < 1 << bits:
         raise ValueError(f"{name} must be in 0..2**{bits}-1, got {value}")
     return value
+
+
+def arrow_bits(array: pa.Array, buffer_index: int = 0) -> np.ndarray:
+    """One of ``array``'s bitmaps as a bool array of its length: the validity bitmap (index 0,
+    all True when absent) or a boolean array's values (index 1). Slices are honoured.
+
+    Read from the buffer itself: ``Array.is_valid()``, ``fill_null`` and a boolean array's
+    ``to_numpy`` go through ``pyarrow.compute`` (and pandas), 50-400 ms on a cold start.
+
+    Example:
+        >>> arrow_bits(pa.array([1, None, 3])).tolist()
+        [True, False, True]
+    """
+    bitmap = array.buffers()[buffer_index]
+    if bitmap is None:
+        return np.ones(len(array), bool)
+    first = array.offset
+    # Only the bytes holding the slice are unpacked.
+    packed = np.frombuffer(bitmap, np.uint8)[first // 8 : (first + len(array) + 7) // 8]
+    bits = np.unpackbits(packed, bitorder="little")
+    return bits[first % 8 : first % 8 + len(array)].astype(bool)

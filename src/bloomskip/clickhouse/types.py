@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
+from bloomskip._batch import arrow_bits
 from bloomskip.errors import UnsupportedTypeError
 
 # pyarrow.compute is imported by the functions that use it: hashing a plain column needs none
@@ -462,8 +463,6 @@ def _scalar_hashes(
     chunk: pa.Array, base: ClickHouseType, out: np.ndarray | None = None
 ) -> np.ndarray:
     """One value hash per row of ``chunk``, stored in ``out`` (a uint64 array of its length)."""
-    import pyarrow.compute as pc
-
     from bloomskip import hashing
 
     if out is None:
@@ -474,9 +473,11 @@ def _scalar_hashes(
         indices = chunk.indices
         if indices.null_count:
             default = _scalar_hashes(pa.nulls(1, chunk.dictionary.type), base)
-            filled = pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)
-            valid = chunk.is_valid().to_numpy(zero_copy_only=False)
-            out[:] = np.where(valid, dictionary_hashes[filled], default[0])
+            # A NULL row points past the dictionary, at the NULL hash (the index stored under
+            # it may be anything, and the dictionary may be empty).
+            with_default = np.append(dictionary_hashes, default)
+            rows = np.where(arrow_bits(indices), _raw_numbers(indices), len(dictionary_hashes))
+            np.take(with_default, rows, out=out)
             return out
         np.take(dictionary_hashes, indices.to_numpy(zero_copy_only=False), out=out)
         return out
@@ -520,8 +521,7 @@ def _raw_numbers(chunk: pa.Array) -> np.ndarray:
         data = chunk.buffers()[1]
         if data is None:
             return np.zeros(len(chunk), np.uint8)
-        bits_all = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
-        return bits_all[chunk.offset : chunk.offset + len(chunk)].astype(np.uint8)
+        return arrow_bits(chunk, 1).astype(np.uint8)
     dtype = np.dtype(arrow_type.to_pandas_dtype()) if pa.types.is_integer(arrow_type) else None
     if dtype is None:
         dtype = _PHYSICAL_DTYPES.get(arrow_type.id)

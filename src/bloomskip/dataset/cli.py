@@ -494,7 +494,7 @@ def _query(args: argparse.Namespace) -> int:
     table = dataset.run(result, where, args.select, args.limit)
     for warning in result.warnings:
         warn(warning)
-    write_output(table, args.format, args.output)
+    write_output(table, args.format, args.output, dataset.duckdb_connection())
     return EXIT_OK
 
 

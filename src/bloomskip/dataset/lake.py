@@ -816,6 +816,15 @@ class LakeDataset(FrameConversions):
         """
         return self.run(self.explain(where), where, columns, limit)
 
+    def duckdb_connection(self):
+        """The DuckDB connection :meth:`query` runs on (created on first use, then reused:
+        connecting costs 10-30 ms)."""
+        from bloomskip.dataset.query import connect
+
+        if self._connection is None:
+            self._connection = connect()
+        return self._connection
+
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB)."""
         return self._run_on(explanation, where, columns, limit, None)
@@ -847,9 +856,7 @@ class LakeDataset(FrameConversions):
             # DuckDB's rewriter is quadratic on such WHEREs, and the setting is database-wide.
             connection = owned = connect({"disabled_optimizers": "expression_rewriter"})
         else:
-            if self._connection is None:
-                self._connection = connect()  # kept: connecting costs ~10 ms per query
-            connection = self._connection
+            connection = self.duckdb_connection()
         cursor = connection.cursor()  # its own view names
         sql = f"SELECT {projection} FROM bloomskip_dataset WHERE {condition}{suffix}"
         logging.getLogger("bloomskip.dataset.query").debug("DuckDB SQL: %s", sql)
