@@ -8,10 +8,13 @@ the same run and on the same machine:
   row groups, DuckDB evaluates the exact predicate on the survivors;
 * (a) DuckDB full scan of the plain files;
 * (b) DuckDB over the files with Parquet Bloom filters;
-* (c) pyarrow.dataset filtering (an Arrow compute expression).
+* (c) pyarrow.dataset filtering (an Arrow compute expression);
+* (d) chdb (in-process ClickHouse) over the same plain files (``file(..., Parquet)``);
+* (e) Polars (``scan_parquet`` with the filter pushed into the scan).
 
-Queries: a point lookup of a present and of an absent ``user_id``, and a token search on
-``message``. Every engine must return the same rows. Times are medians of several runs:
+Queries: a point lookup of a present and of an absent ``user_id``, a token search on
+``message``, and ``user_id IN`` lists of 10 and of 1,000 present values. Every engine must
+return the same rows. Times are medians of several runs:
 
 * bloomskip warm: the same ``Dataset`` object answers again (the headline: what a program
   holding a ``Dataset`` sees; its sidecar, decoded indexes and DuckDB connection are reused,
@@ -34,8 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import chdb
 import duckdb
 import numpy as np
+import polars as pl
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
@@ -109,18 +114,47 @@ def main() -> None:
     sample = middle.read_row_group(middle.num_row_groups // 2, ["user_id"])
     present = int(sample.column(0)[len(sample) // 2].as_py())
     absent = int(np.random.default_rng(7).integers(1, 1 << 62))
+    token_pattern = f"(?:^|{TOKEN_SEPARATOR_CLASS}){RARE_TOKEN}(?:$|{TOKEN_SEPARATOR_CLASS})"
+    # (label, ClickHouse WHERE, pyarrow filter, Polars filter, target)
     queries = [
-        ("point lookup, present", f"user_id = {present}", pc.field("user_id") == present),
-        ("point lookup, absent", f"user_id = {absent}", pc.field("user_id") == absent),
+        (
+            "point lookup, present",
+            f"user_id = {present}",
+            pc.field("user_id") == present,
+            pl.col("user_id") == present,
+            "warm >= 20x duck full, >= 2x duck+pqbf",
+        ),
+        (
+            "point lookup, absent",
+            f"user_id = {absent}",
+            pc.field("user_id") == absent,
+            pl.col("user_id") == absent,
+            "warm >= 30x duck full",
+        ),
         (
             "token search",
             f"hasToken(message, '{RARE_TOKEN}')",
-            pc.match_substring_regex(
-                pc.field("message"),
-                pattern=f"(?:^|{TOKEN_SEPARATOR_CLASS}){RARE_TOKEN}(?:$|{TOKEN_SEPARATOR_CLASS})",
-            ),
+            pc.match_substring_regex(pc.field("message"), pattern=token_pattern),
+            pl.col("message").str.contains(token_pattern),
+            "warm >= 10x duck full",
         ),
     ]
+    # IN lists of present values, spread over the files (one id from every so many rows).
+    all_ids = pads.dataset(plain_files, format="parquet").to_table(columns=["user_id"])
+    for count in (10, 1_000):
+        rng = np.random.default_rng(count)
+        picked = all_ids.column(0).take(rng.choice(all_ids.num_rows, count, replace=False))
+        values = [int(v) for v in picked.to_numpy()]
+        listed = ", ".join(map(str, values))
+        queries.append(
+            (
+                f"IN, {count:,} present values",
+                f"user_id IN ({listed})",
+                pc.field("user_id").isin(values),
+                pl.col("user_id").is_in(values),
+                "warm faster than every peer",
+            )
+        )
 
     def listing(files: list[str]) -> str:
         return ", ".join(f"'{f}'" for f in files)
@@ -129,8 +163,10 @@ def main() -> None:
     connection = duckdb.connect()
     cached_connection = duckdb.connect()
     cached_connection.execute("SET GLOBAL parquet_metadata_cache = true")
+    chdb_session = chdb.session.Session()
+    chdb_source = f"file('{plain}/logs-*.parquet', Parquet)"
     rows = []
-    for label, where, arrow_filter in queries:
+    for label, where, arrow_filter, polars_filter, target in queries:
         sql_where = clickhouse_to_duckdb(where)
         # A fresh object each run: loads and verifies the sidecar, opens a DuckDB connection.
         cold, _ = timed(lambda w=where: Dataset(plain).query(w), args.repeat)
@@ -152,11 +188,27 @@ def main() -> None:
         arrow, arrow_rows = timed(
             lambda f=arrow_filter: plain_dataset.to_table(filter=f), args.repeat
         )
-        counts = {ours_rows.num_rows, full_rows.num_rows, bloom_rows.num_rows, arrow_rows.num_rows}
+        clickhouse, clickhouse_rows = timed(
+            lambda w=where: chdb_session.query(
+                f"SELECT * FROM {chdb_source} WHERE {w}", "ArrowTable"
+            ),
+            args.repeat,
+        )
+        polars, polars_rows = timed(
+            lambda f=polars_filter: pl.scan_parquet(plain_files).filter(f).collect(), args.repeat
+        )
+        counts = {
+            ours_rows.num_rows,
+            full_rows.num_rows,
+            bloom_rows.num_rows,
+            arrow_rows.num_rows,
+            clickhouse_rows.num_rows,
+            polars_rows.height,
+        }
         assert len(counts) == 1, f"{label}: engines disagree: {counts}"
         rows.append(
             (label, ours_rows.num_rows, scanned, ours, cold, prune_only, full, bloom, bloom_cached)
-            + (arrow,)
+            + (arrow, clickhouse, polars, target)
         )
 
     print()
@@ -171,28 +223,28 @@ def main() -> None:
         f"{8 * report.index_bytes / args.rows:.2f} bits/row"
     )
     print()
+    peer_names = ("duck full", "duck+pqbf", "pqbf+mdc", "pyarrow", "chdb", "polars")
     header = (
-        f"{'query':<22} {'rows':>4} {'scanned':>9} {'warm':>8} {'cold':>8} {'prune':>7} "
-        f"{'duck full':>9} {'duck+pqbf':>9} {'pqbf+mdc':>9} {'pyarrow':>9}"
+        f"{'query':<26} {'rows':>5} {'scanned':>10} {'warm':>9} {'cold':>9} {'prune':>8} "
+        + " ".join(f"{name:>9}" for name in peer_names)
     )
     print(header)
-    for label, count, scanned, ours, cold, prune_only, *peers in rows:
+    for label, count, scanned, ours, cold, prune_only, *peers, _target in rows:
         times = " ".join(f"{t * 1e3:>7.1f}ms" for t in (ours, cold))
         print(
-            f"{label:<22} {count:>4} {scanned:>9,} {times} {prune_only * 1e3:>5.1f}ms "
+            f"{label:<26} {count:>5} {scanned:>10,} {times} {prune_only * 1e3:>6.1f}ms "
             + " ".join(f"{t * 1e3:>7.1f}ms" for t in peers)
         )
     print()
     print("speed-up of bloomskip (other engine's time / bloomskip's; > 1: bloomskip is faster)")
-    print(f"{'query':<22} {'':>5} {'vs duck full':>12} {'vs duck+pqbf':>12} {'vs pqbf+mdc':>12} "
-          f"{'vs pyarrow':>10}")  # fmt: skip
-    for label, _count, _scanned, ours, cold, _prune, *peers in rows:
+    print(f"{'query':<26} {'':>5} " + " ".join(f"{'vs ' + name:>12}" for name in peer_names))
+    for label, _count, _scanned, ours, cold, _prune, *peers, target in rows:
         for name, time_taken in (("warm", ours), ("cold", cold)):
             ratios = [peer / time_taken for peer in peers]
             print(
-                f"{label if name == 'warm' else '':<22} {name:>5} "
-                + " ".join(f"{r:>11.1f}x" for r in ratios[:3])
-                + f" {ratios[3]:>9.1f}x"
+                f"{label if name == 'warm' else '':<26} {name:>5} "
+                + " ".join(f"{r:>11.1f}x" for r in ratios)
+                + (f"   target: {target}" if name == "warm" else "")
             )
     print(
         "(warm: the same Dataset answers again, the headline; cold: a new Dataset per query, "
