@@ -424,7 +424,6 @@ def granule_payloads(table, indexes: Sequence[PreparedIndex]) -> list[bytes]:
         [b'\\x02...']
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from bloomskip.clickhouse.index import SkipIndex
 
@@ -433,6 +432,8 @@ def granule_payloads(table, indexes: Sequence[PreparedIndex]) -> list[bytes]:
         part = table.select(list(prepared.columns))
         single = len(prepared.columns) == 1 and len(prepared.definition.index_columns) == 1
         if single and pa.types.is_dictionary(part.schema.field(0).type):
+            import pyarrow.compute as pc  # here only: 40-60 ms to import
+
             encoded = part.column(0).combine_chunks()
             distinct = encoded.dictionary.take(pc.unique(encoded.indices))
             part = pa.table({prepared.columns[0]: distinct})
