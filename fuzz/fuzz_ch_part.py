@@ -9,14 +9,12 @@ may instead keep every granule (a corrupt part never loses a granule).
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from pathlib import Path
 
 from common import main, require_work, selector
 
-from bloomskip.clickhouse import ddl, part
 from bloomskip.clickhouse.part import Part
 from bloomskip.clickhouse.part_cli import explain_part, inspect_part
 from bloomskip.errors import BloomskipError
@@ -24,10 +22,6 @@ from bloomskip.errors import BloomskipError
 PREDICATE = "v = 5 OR hasToken(s, 'w12') OR s LIKE '%w2%' OR lc = 'c3'"
 #: One index of each kind and shape (scalar, two columns, tokens, n-grams) keeps executions fast.
 INDEXES = ["i_v", "i_multi", "i_tok", "i_ng"]
-# The fuzzer never changes the DDL text, only part files: parsing it once per text keeps the
-# executions for the files (Part.open parses it on every call otherwise).
-ddl.parse_create_table = functools.lru_cache(maxsize=8)(ddl.parse_create_table)
-part.table_settings = functools.lru_cache(maxsize=8)(part.table_settings)
 TEMPLATES = require_work("parts")
 SCRATCH = Path(tempfile.mkdtemp(prefix="bloomskip-fuzz-part-"))
 

@@ -22,7 +22,10 @@ naming the source, field and offset)::
     read_compressed_stream(data, source="", limit=None) -> bytes      # all blocks, concatenated
     read_compressed_stream_with_blocks(data, source="", limit=None) -> DecompressedStream
         # .data, .block_offsets (file offset of every block), .block_starts (where each block's
-        # bytes begin in .data); resolves a mark (block offset, offset in block) to a position
+        # bytes begin in .data), .checksums; resolves a mark (block offset, offset in block) to a
+        # position
+    stream_checksums(data, source="", limit=None) -> bytes   # every block's verified checksum,
+        # nothing decoded: recognises a stream read before
 
 Decoding is bounded: ``limit`` is the most the whole stream may decode to (what the caller can
 expect: granules x the largest possible granule, records x record size), at most
@@ -54,6 +57,7 @@ from __future__ import annotations
 import io
 import re
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
@@ -101,6 +105,7 @@ _ZSTD_CHUNK = 1 << 20
 #: Windows up to this are accepted from any frame (zstd's streaming compressors declare up to
 #: 8 MiB at level 19); above it, a frame may not declare a window larger than its own output.
 _ZSTD_WINDOW_FLOOR = 8 << 20
+_ZSTD_DECOMPRESSORS = threading.local()
 
 DEFAULT_MIN_COMPRESS_BLOCK_SIZE = 65536
 DEFAULT_MAX_COMPRESS_BLOCK_SIZE = 1048576
@@ -137,6 +142,7 @@ class DecompressedStream(NamedTuple):
         source: The file or buffer name, for error messages.
         block_methods: uint8 array, the method byte of every block.
         compressed_bytes: Size of the whole compressed stream.
+        checksums: Every block's 16-byte checksum, concatenated (see :func:`stream_checksums`).
     """
 
     data: bytes
@@ -145,6 +151,7 @@ class DecompressedStream(NamedTuple):
     source: str
     block_methods: np.ndarray
     compressed_bytes: int
+    checksums: bytes
 
     def resolve_marks(
         self,
@@ -311,12 +318,14 @@ def _decode_payload(
 
 
 def _decode_zstd(payload: memoryview, decompressed_size: int, *, source: str, offset: int) -> bytes:
-    """Decode a ZSTD payload into at most ``decompressed_size + 1`` bytes, chunk by chunk.
+    """Decode a ZSTD payload into at most ``decompressed_size + 1`` bytes.
 
-    Neither the block header's size nor the frame's content size is handed to the decoder as a
-    buffer size: a frame without a content size would make that buffer the header's claim, and a
-    frame with one can still hold much less than it says. The window is capped too (it is what a
-    streaming decoder allocates): a frame never needs a window above its own output.
+    A block of up to one chunk (:data:`_ZSTD_CHUNK`, ClickHouse writes blocks of 64 KiB to
+    1 MiB) is decoded in one call into a buffer of its declared size. A larger block is decoded
+    chunk by chunk: neither its header's size nor the frame's content size is handed to the
+    decoder as a buffer size, since a frame can hold much less than it says. The window is capped
+    too (it is what a streaming decoder allocates): a frame never needs a window above its own
+    output.
     """
     import zstandard
 
@@ -335,9 +344,15 @@ def _decode_zstd(payload: memoryview, decompressed_size: int, *, source: str, of
             source=source,
         )
     window = max(_ZSTD_WINDOW_FLOOR, 1 << (decompressed_size - 1).bit_length())
-    out = bytearray()
     try:
-        reader = zstandard.ZstdDecompressor(max_window_size=window).stream_reader(payload)
+        decompressor = _zstd_decompressor(window)
+        if decompressed_size <= _ZSTD_CHUNK:
+            # One call, into one buffer of at most the declared size (<= one chunk, what the loop
+            # below allocates too): the frame's content size was checked equal to it above, and
+            # a frame without one may not decode to more.
+            return decompressor.decompress(payload, max_output_size=decompressed_size)
+        out = bytearray()
+        reader = decompressor.stream_reader(payload)
         while len(out) <= decompressed_size:
             chunk = reader.read(min(_ZSTD_CHUNK, decompressed_size + 1 - len(out)))
             if not chunk:
@@ -348,6 +363,23 @@ def _decode_zstd(payload: memoryview, decompressed_size: int, *, source: str, of
             f"corrupt ZSTD payload: {exc}", field="payload", offset=offset + 9, source=source
         ) from None
     return bytes(out)
+
+
+def _zstd_decompressor(window: int):
+    """A ZSTD decompressor accepting windows up to ``window``.
+
+    Setting one up costs more than decoding a 64 KiB block, so each thread keeps one for the
+    usual window (decompressors may not be shared between threads).
+    """
+    import zstandard
+
+    if window != _ZSTD_WINDOW_FLOOR:
+        return zstandard.ZstdDecompressor(max_window_size=window)
+    decompressor = getattr(_ZSTD_DECOMPRESSORS, "floor", None)
+    if decompressor is None:
+        decompressor = zstandard.ZstdDecompressor(max_window_size=window)
+        _ZSTD_DECOMPRESSORS.floor = decompressor
+    return decompressor
 
 
 def _decode_multiple(
@@ -442,21 +474,28 @@ def _truncated_block(csize: int, left: int, header_at: int, source: str) -> Form
     )
 
 
-def _verify_and_decode(
+def _verify_checksum(
     checksum: bytes | memoryview, body: memoryview, offset: int, source: str
-) -> CompressedBlock:
-    """Check the checksum of ``body`` (header + payload) and decode it."""
-    method, csize, usize = _HEADER.unpack_from(body, 0)
+) -> None:
+    """Check that ``checksum`` is the CityHash128 of ``body`` (header + payload)."""
     low, high = hashing.cityhash128(body)
     stored_low, stored_high = struct.unpack_from("<QQ", checksum, 0)
     if (low, high) != (stored_low, stored_high):
         raise FormatError(
             f"checksum mismatch: stored {stored_low:016x}{stored_high:016x}, computed "
-            f"{low:016x}{high:016x} over {csize} bytes",
+            f"{low:016x}{high:016x} over {len(body)} bytes",
             field="checksum",
             offset=offset,
             source=source,
         )
+
+
+def _verify_and_decode(
+    checksum: bytes | memoryview, body: memoryview, offset: int, source: str
+) -> CompressedBlock:
+    """Check the checksum of ``body`` (header + payload) and decode it."""
+    method, csize, usize = _HEADER.unpack_from(body, 0)
+    _verify_checksum(checksum, body, offset, source)
     header_at = offset + CHECKSUM_SIZE
     decoded = _decode_payload(method, body[HEADER_SIZE:], usize, source=source, offset=header_at)
     return CompressedBlock(offset, method, csize, decoded)
@@ -510,7 +549,47 @@ def iter_blocks(
         >>> [b.data for b in iter_blocks(compress_block(b"hi", "LZ4"))]
         [b'hi']
     """
-    budget = stream_limit(limit)
+    for offset, checksum, body in _iter_framed(data, source, stream_limit(limit)):
+        yield _verify_and_decode(checksum, body, offset, source)
+
+
+def stream_checksums(
+    data: bytes | bytearray | memoryview | BinaryIO, source: str = "", *, limit: int | None = None
+) -> bytes:
+    """The checksum of every block of a compressed stream, each verified, nothing decoded.
+
+    Two streams with the same checksums hold the same bytes (up to a CityHash128 collision):
+    this is how a stream decoded before is recognised without decoding it again.
+
+    Args:
+        data: The file's bytes, or a binary file opened for reading (read block by block).
+        source: File name used in error messages.
+        limit: As for :func:`iter_blocks` (the blocks' declared sizes are checked against it).
+
+    Returns:
+        The blocks' 16-byte checksums, concatenated in order.
+
+    Raises:
+        FormatError: a truncated header or payload, a checksum mismatch, a size field out of
+            range, or a stream that declares more than ``limit``.
+
+    Example:
+        >>> block = compress_block(b"hi", "NONE")
+        >>> stream_checksums(block * 2) == block[:16] * 2
+        True
+    """
+    checksums = []
+    for offset, checksum, body in _iter_framed(data, source, stream_limit(limit)):
+        _verify_checksum(checksum, body, offset, source)
+        checksums.append(bytes(checksum))
+    return b"".join(checksums)
+
+
+def _iter_framed(
+    data: bytes | bytearray | memoryview | BinaryIO, source: str, budget: int
+) -> Iterator[tuple[int, bytes | memoryview, memoryview]]:
+    """Every block's offset, stored checksum and body (header + payload); sizes checked, not
+    checksums."""
     if hasattr(data, "read"):
         yield from _iter_file_blocks(data, source, budget)
         return
@@ -528,7 +607,7 @@ def iter_blocks(
         end = header_at + csize
         if end > total:
             raise _truncated_block(csize, total - header_at, header_at, source)
-        yield _verify_and_decode(view[offset:header_at], view[header_at:end], offset, source)
+        yield offset, view[offset:header_at], view[header_at:end]
         decoded += usize
         offset = end
 
@@ -549,7 +628,9 @@ def _check_budget(usize: int, decoded: int, budget: int, header_at: int, source:
         )
 
 
-def _iter_file_blocks(handle: BinaryIO, source: str, budget: int) -> Iterator[CompressedBlock]:
+def _iter_file_blocks(
+    handle: BinaryIO, source: str, budget: int
+) -> Iterator[tuple[int, bytes, memoryview]]:
     offset = 0
     decoded = 0
     while True:
@@ -568,7 +649,7 @@ def _iter_file_blocks(handle: BinaryIO, source: str, budget: int) -> Iterator[Co
         body += rest
         if len(body) < csize:
             raise _truncated_block(csize, len(body), header_at, source)
-        yield _verify_and_decode(head[:CHECKSUM_SIZE], memoryview(body), offset, source)
+        yield offset, head[:CHECKSUM_SIZE], memoryview(body)
         decoded += usize
         offset = header_at + csize
 
@@ -600,12 +681,15 @@ def read_compressed_stream_with_blocks(
     out = io.BytesIO()
     offsets: list[int] = []
     methods: list[int] = []
+    checksums: list[bytes] = []
     starts = [0]
     end = 0
-    for block in iter_blocks(data, source, limit=limit):
+    for offset, checksum, body in _iter_framed(data, source, stream_limit(limit)):
+        block = _verify_and_decode(checksum, body, offset, source)
         out.write(block.data)
         offsets.append(block.offset)
         methods.append(block.method)
+        checksums.append(bytes(checksum))
         starts.append(starts[-1] + len(block.data))
         end = block.offset + CHECKSUM_SIZE + block.compressed_size
     return DecompressedStream(
@@ -615,6 +699,7 @@ def read_compressed_stream_with_blocks(
         source,
         np.asarray(methods, dtype=np.uint8),
         end,
+        b"".join(checksums),
     )
 
 

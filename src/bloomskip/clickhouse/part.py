@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -59,6 +60,8 @@ _MARKS_EXTENSIONS = (".cmrk2", ".mrk2", ".cmrk4", ".mrk4", ".cmrk", ".mrk", ".cm
 # Matched on bytes: a corrupt listing must give a FormatError, not a decoding error.
 _SUBSTREAMS_LINE = re.compile(rb"^(\d{1,6}) substreams for column ", re.MULTILINE)
 _COLUMNS_LINE = re.compile(rb"^(\d{1,6}) columns:", re.MULTILINE)
+#: Checking checksums decodes nothing, so no stream bound below the format's applies.
+_MAX_STREAM = compression.MAX_STREAM_SIZE
 #: A sane ceiling for a count.txt row count (ClickHouse parts are far smaller).
 _MAX_ROWS = 1 << 48
 
@@ -94,11 +97,26 @@ class StoredIndex:
     marks_format: MarksFormat
 
 
-#: How many verified standalone indexes :meth:`Part.read_index` keeps (see there).
+#: How many verified indexes :meth:`Part.read_index` keeps (see there).
 READ_CACHE_SIZE = 8
-_READ_CACHE: OrderedDict[tuple, StoredIndex] = OrderedDict()
 _READ_LOCK = threading.Lock()
+#: A file last changed longer ago than this when a read of it began cannot change again without
+#: its change time moving: timestamps come from a clock that is coarse (a few ms; 1-2 s on some
+#: file systems) but not that coarse.
 _SETTLED_NS = 2_000_000_000
+
+
+@dataclass
+class _CachedIndex:
+    """A verified index, what its bytes were, and the file identity seen when they were read."""
+
+    stored: StoredIndex
+    fingerprint: tuple
+    identity: tuple[int, ...]
+    settled: bool
+
+
+_READ_CACHE: OrderedDict[tuple, _CachedIndex] = OrderedDict()
 
 
 def clear_index_cache() -> None:
@@ -111,12 +129,20 @@ def clear_index_cache() -> None:
         _READ_CACHE.clear()
 
 
-def _file_identity(path: Path) -> tuple[int, int, int, int] | None:
+def _file_identity(path: Path) -> tuple[int, ...] | None:
     try:
         stat = path.stat()
     except OSError:
         return None
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    # The change time too: unlike the modification time, no one can set it back (tar and rsync
+    # restore modification times, and a new file may get a deleted one's inode).
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def _settled(identity: tuple[int, ...] | None, started_ns: int) -> bool:
+    """Whether the file of ``identity`` was last changed over :data:`_SETTLED_NS` before a read
+    that began at ``started_ns``: then any later change gives it another identity."""
+    return identity is not None and started_ns - max(identity[3], identity[4]) > _SETTLED_NS
 
 
 def table_settings(table_sql: str) -> dict[str, str]:
@@ -156,6 +182,24 @@ def table_settings(table_sql: str) -> dict[str, str]:
     return settings
 
 
+@functools.lru_cache(maxsize=32)
+def _table_ddl(table_sql: str) -> tuple[tuple, tuple[IndexDefinition, ...]]:
+    """The columns and Bloom-filter index definitions of a table's DDL, as tuples.
+
+    Parsed once per text: parsing is most of the cost of opening a part again (every part of a
+    table shares its DDL).
+    """
+    from bloomskip.clickhouse.ddl import parse_create_table
+
+    columns, definitions = parse_create_table(table_sql)
+    return tuple(columns.items()), tuple(definitions)
+
+
+@functools.lru_cache(maxsize=32)
+def _table_settings(table_sql: str) -> tuple:
+    return tuple(table_settings(table_sql).items())
+
+
 class Part:
     """A MergeTree part directory plus its table's DDL.
 
@@ -171,21 +215,25 @@ class Part:
     """
 
     def __init__(self, path: str | os.PathLike[str], table_sql: str) -> None:
-        from bloomskip.clickhouse.ddl import parse_create_table
-
         self.path = Path(path)
         if not self.path.is_dir():
             raise PartError(f"not a part directory: {self.path}")
-        columns, definitions = parse_create_table(table_sql)
-        self.column_types: dict[str, str] = columns
+        columns, definitions = _table_ddl(table_sql)
+        self.column_types: dict[str, str] = dict(columns)
         self.indexes = {definition.name: definition for definition in definitions}
-        self.settings = table_settings(table_sql)
+        self._table_sql = table_sql
         self.rows = self._read_row_count()
         self._packed: PackedArchive | None = None
         # Compact parts keep every column in data.bin with .mrk3/.mrk4 marks; a Wide part may
         # have a column named "data", but its marks are .mrk/.mrk2.
         self.part_type = "Compact" if self._compact_marks() else "Wide"
         self.data_marks_format, self.granule_rows = self._read_granule_rows()
+
+    @functools.cached_property
+    def settings(self) -> dict[str, str]:
+        """The table's SETTINGS, parsed when first asked for (only a part with fixed-granularity
+        marks needs one, ``index_granularity``)."""
+        return dict(_table_settings(self._table_sql))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], table_sql: str) -> Part:
@@ -395,11 +443,13 @@ class Part:
     def read_index(self, name: str) -> StoredIndex | None:
         """Read and check skip index ``name``.
 
-        An index read and verified before in this process, from a file unchanged since (its
-        ``.idx`` or the ``skp_idx.packed`` archive: same device, inode, size and modification
-        time; same marks, DDL and data granules), is not read again: ClickHouse keeps such
-        indexes in memory too (its skipping-index cache), and a part's files never change in
-        place. The last :data:`READ_CACHE_SIZE` are kept.
+        An index read and verified before in this process (same ``.idx`` or archive file, marks,
+        DDL and data granules) is not decoded again, as ClickHouse keeps such indexes in memory
+        (its skipping-index cache): the file is read once more and every block's checksum
+        compared with those of the bytes decoded then (no decoding). A file that has not changed
+        since a read that began over 2 s after its last change (same device, inode, size,
+        modification and change times) is not read at all: a later change would show in its
+        change time. The last :data:`READ_CACHE_SIZE` indexes are kept.
 
         Args:
             name: The index name.
@@ -417,43 +467,74 @@ class Part:
         origin = self.path / f"skp_idx_{escape_for_file_name(name)}.idx"
         if not origin.is_file():
             origin = self.path / PACKED_ARCHIVE
+        # Every byte read below is read after this moment, and after this identity was seen.
+        started = time.time_ns()
         before = _file_identity(origin)
         files = self.index_files(name)
         if files is None:
             return None
-        marks_bytes = files[2]
         try:
             column_types = definition.index_column_types(self.column_types)
         except ValueError as exc:
             raise PartError(str(exc)) from exc
         key = (
             str(origin.resolve()),
-            before,
-            marks_bytes,
+            files[2],  # the marks
             definition,
             tuple(sorted(self.column_types.items())),
             self.granule_rows.tobytes(),
         )
         with _READ_LOCK:
-            cached = _READ_CACHE.get(key) if before is not None else None
+            cached = _READ_CACHE.get(key)
             if cached is not None:
                 _READ_CACHE.move_to_end(key)
-                return cached
-        stored = self._read_index(definition, files, column_types)
-        # Kept only when the file did not change while it was read, and was last written over
-        # _SETTLED_NS ago: file times are coarse (a few ms), so two writes close together may
-        # leave the same identity, but a write after this read comes later than that.
-        settled = before is not None and time.time_ns() - before[3] > _SETTLED_NS
-        if settled and _file_identity(origin) == before:
-            with _READ_LOCK:
-                _READ_CACHE[key] = stored
-                while len(_READ_CACHE) > READ_CACHE_SIZE:
-                    _READ_CACHE.popitem(last=False)
+        if cached is not None and before is not None:
+            if cached.settled and cached.identity == before:
+                return cached.stored
+            try:
+                same = self._fingerprint(name, files[0], files[1]) == cached.fingerprint
+            except FormatError:
+                same = False  # the read below says what is wrong
+            if same:
+                self._keep(key, cached.stored, cached.fingerprint, before, started, origin)
+                return cached.stored
+        stored, fingerprint = self._read_index(definition, files, column_types)
+        self._keep(key, stored, fingerprint, before, started, origin)
         return stored
+
+    def _fingerprint(self, name: str, idx: Path | bytes, idx_source: str) -> tuple:
+        """What identifies the bytes of index ``name``: its blocks' checksums, and for an archive
+        member the decoded size the archive records (which the read checks too)."""
+        if isinstance(idx, Path):
+            with idx.open("rb") as handle:
+                return (compression.stream_checksums(handle, idx_source, limit=_MAX_STREAM),)
+        member = self._archive().members[f"skp_idx_{escape_for_file_name(name)}.idx"]
+        checksums = compression.stream_checksums(idx, idx_source, limit=_MAX_STREAM)
+        return checksums, member.uncompressed_size
+
+    @staticmethod
+    def _keep(
+        key: tuple,
+        stored: StoredIndex,
+        fingerprint: tuple,
+        before: tuple[int, ...] | None,
+        started: int,
+        origin: Path,
+    ) -> None:
+        """Cache a verified index, read from ``origin`` after ``started`` and after ``origin`` was
+        seen as ``before``; settled when it still is and had settled then."""
+        if before is None:
+            return
+        settled = _settled(before, started) and _file_identity(origin) == before
+        with _READ_LOCK:
+            _READ_CACHE[key] = _CachedIndex(stored, fingerprint, before, settled)
+            _READ_CACHE.move_to_end(key)
+            while len(_READ_CACHE) > READ_CACHE_SIZE:
+                _READ_CACHE.popitem(last=False)
 
     def _read_index(
         self, definition: IndexDefinition, files: tuple, column_types: tuple[str, ...]
-    ) -> StoredIndex:
+    ) -> tuple[StoredIndex, tuple]:
         from bloomskip.clickhouse.index import SkipIndex
 
         name = definition.name
@@ -502,7 +583,7 @@ class Part:
                 for method in set(np.asarray(stream.block_methods).tolist())
             }
         )
-        return StoredIndex(
+        stored = StoredIndex(
             definition=definition,
             skip_index=skip_index,
             column_types=column_types,
@@ -515,6 +596,9 @@ class Part:
             marks_source=marks_source,
             marks_format=marks_format,
         )
+        if isinstance(idx, Path):
+            return stored, (stream.checksums,)
+        return stored, (stream.checksums, member.uncompressed_size)
 
     @staticmethod
     def _granule_starts(
