@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from bloomskip import __version__
@@ -31,9 +33,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status.
+
+    As the ``bloomskip`` command (``argv`` None, the arguments are ``sys.argv``), the process
+    ends here once the command is done (:func:`end_process`). Called with ``argv``, as a
+    program or a test calls it, it returns.
+    """
     parser = build_parser()
-    return run_command(parser.parse_args(argv))
+    status = run_command(parser.parse_args(argv))
+    if argv is None:
+        end_process(status)
+    return status
+
+
+def end_process(status: int) -> None:
+    """End the process now with ``status``, skipping the interpreter's teardown.
+
+    Tearing down a process that has loaded pyarrow, DuckDB and sqlglot (a full garbage
+    collection, every module's and extension's finalizers) takes 60-90 ms, a fifth of a cold
+    query. Nothing is lost by skipping it: every file bloomskip writes is written and closed
+    (atomically) before its command returns, and a command waits for all of its threads. The
+    standard streams are flushed and the ``atexit`` handlers run, as at a normal exit.
+    """
+    import atexit
+
+    for stream in (sys.stdout, sys.stderr):
+        # A closed pipe (`bloomskip ... | head`) ends quietly, as in run_command.
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -123,8 +123,9 @@ def long_double(literal: str | float | Fraction) -> Fraction:
 
 
 @cache
-def _rate_table() -> tuple[tuple[Fraction, ...], ...]:
-    return tuple(tuple(long_double(cell) for cell in row) for row in _RATE_TABLE)
+def _rate_row(bits_per_row: int) -> tuple[Fraction, ...]:
+    # Converted as the search reaches a row: the whole table costs a first definition ~2 ms.
+    return tuple(long_double(cell) for cell in _RATE_TABLE[bits_per_row])
 
 
 def bloom_filter_parameters(
@@ -152,10 +153,9 @@ def bloom_filter_parameters(
     if rate >= _SMALLEST_PARAMETERS_FROM:
         return _SMALLEST_PARAMETERS
     exact_rate = Fraction(rate)  # a double converts to long double exactly
-    table = _rate_table()
     # Like ClickHouse, the search never reaches the last row (bits_per_row < 20).
     for bits_per_row in range(1, _MAX_BITS_PER_ROW):
-        row = table[bits_per_row]
+        row = _rate_row(bits_per_row)
         best = _BEST_HASH_INDEX[bits_per_row]
         if row[best] <= exact_rate:
             for hashes in range(best, 0, -1):
