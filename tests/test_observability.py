@@ -297,7 +297,7 @@ def test_a_value_in_every_granule_is_not_called_a_full_filter(dataset):
     assert "every one holds a matching row" in text
     # Without the exact filter the fill alone says the value is likely everywhere.
     text = _cli("query", str(data), "--where", "hasToken(s, 'GET')", "--explain").stdout
-    assert "the value is likely in every granule" in text
+    assert "each token it looks for is likely in every granule" in text
 
 
 def test_a_predicate_that_can_never_skip_is_not_saturated(dataset):

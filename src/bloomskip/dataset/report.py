@@ -637,11 +637,20 @@ def _saturation(item: dict) -> str:
     absent = item.get("expected_false_positives_if_absent")
     if absent is None:
         return text
-    verdict = (
-        "the filters are too full (clickhouse inspect or index status --plot shows their fill)"
-        if absent >= item["granules"] / 2
-        else "the value is likely in every granule"
-    )
+    if absent >= item["granules"] / 2:
+        verdict = (
+            "the filters are too full (clickhouse inspect or index status --plot shows their fill)"
+        )
+    elif "ngrambf_v1" in item["definition"] or "tokenbf_v1" in item["definition"]:
+        # A text index tests the predicate's n-grams or tokens, not the value: a needle absent
+        # from the data can have every one of them in every granule.
+        unit = "n-gram" if "ngrambf_v1" in item["definition"] else "token"
+        verdict = (
+            f"each {unit} it looks for is likely in every granule (smaller granules, or data "
+            "ordered by this column, would let it skip)"
+        )
+    else:
+        verdict = "the value is likely in every granule"
     return (
         f"{text}; were the value in none, the fill (mean {item['mean_fill_ratio']:.2f}) would "
         f"keep {absent:.1f}: {verdict} (--analyze counts the false positives)"
