@@ -15,7 +15,9 @@ result's columns never depend on the survivors.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
 
 from bloomskip._cli import interrupted
 from bloomskip.dataset.prune import Explanation, surviving_dataset
@@ -255,9 +257,8 @@ def locate_matches(
     )
     if stored > LOCATE_MAX_BYTES:
         return None
-    tables = []
-    firsts = []  # per surviving row group: its first row's number in its file
-    for _, state, groups in surviving:
+
+    def read(state, groups):
         reader = pq.ParquetFile(state.source.path, metadata=state.layout.metadata)
         schema = reader.schema_arrow
         if not all(
@@ -266,12 +267,22 @@ def locate_matches(
             return None
         table = reader.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
         rows = np.asarray(state.layout.rows, np.int64)
-        if table.num_rows != int(rows[groups].sum()):
-            return None
-        tables.append(table)
-        firsts.append((np.cumsum(rows) - rows)[groups])
+        return table if table.num_rows == int(rows[groups].sum()) else None
+
+    if len(surviving) > 1:
+        # pyarrow decodes without the GIL: the files' row groups are read on every core.
+        states = [state for _, state, _ in surviving]
+        tables = list(_reader_pool().map(read, states, [groups for *_, groups in surviving]))
+    else:
+        tables = [read(state, groups) for _, state, groups in surviving]
+    if any(table is None for table in tables):
+        return None
     if not tables:
         return {}
+    firsts = []  # per surviving row group: its first row's number in its file
+    for _, state, groups in surviving:
+        rows = np.asarray(state.layout.rows, np.int64)
+        firsts.append((np.cumsum(rows) - rows)[groups])
     try:
         located = pa.concat_tables(tables)
     except pa.ArrowInvalid:
@@ -299,6 +310,14 @@ def locate_matches(
     if limit is None and len(positions) > cap:
         return None
     return _file_rows(surviving, firsts, positions)
+
+
+@functools.cache
+def _reader_pool():
+    """The threads :func:`locate_matches` reads files on, one per core (started once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="bloomskip")
 
 
 def _file_rows(surviving: list, firsts: list, positions) -> dict:
