@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 
@@ -35,10 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status.
 
-    As the ``bloomskip`` command (``argv`` None, the arguments are ``sys.argv``), the process
-    ends here once the command is done (:func:`end_process`). Called with ``argv``, as a
-    program or a test calls it, it returns.
+    As the ``bloomskip`` command (``argv`` None, the arguments are ``sys.argv``), the garbage
+    collector runs its youngest generation every 100,000 allocations instead of 700: the
+    imports of a command (pyarrow, sqlglot, DuckDB) create hundreds of thousands of objects
+    that live as long as the process, and collecting among them again and again took 15% of
+    a cold query (100 ms of 600 on this machine); cycles are still collected. And the process
+    ends once the command is done (:func:`end_process`). Called with ``argv``, as a program or
+    a test calls it, it changes neither and returns.
     """
+    if argv is None:
+        gc.set_threshold(100_000, 10, 10)
     parser = build_parser()
     status = run_command(parser.parse_args(argv))
     if argv is None:
