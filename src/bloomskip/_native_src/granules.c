@@ -11,21 +11,27 @@
 #define MAX_THREADS 64
 
 /* Open-addressing set of u64 values, reused across granules; collects the distinct values.
+ * One array: 0 marks an empty slot (the value 0 is kept aside, as a flag), so a probe touches
+ * one cache line, not a flag array and a value array. At least four slots per item (two past
+ * SET_SPARSE_ITEMS items, for memory): a probe that lands on a used slot is a mispredicted
+ * branch, and at a load of 1/2 that is most of the cost of a granule of distinct values.
  * Allocated with PyMem_Raw*: the builders fill it on worker threads, without the GIL. */
 typedef struct {
     u64 *slots;
-    u8 *used;
     size_t alloc; /* slots allocated */
     size_t mask;  /* slots in use - 1 (a power of two minus one) */
     int shift;    /* 64 - log2(slots in use) */
-    u64 *distinct;
-    size_t count;
 } u64set;
 
+#define SET_SPARSE_ITEMS ((size_t)1 << 20)
+
+/* Size the set for up to max_items values. Its slots are all 0 between granules (see
+ * u64set_clear), so only newly allocated ones are cleared here. */
 static int u64set_reset(u64set *s, size_t max_items) {
+    const size_t per_item = max_items <= SET_SPARSE_ITEMS ? 4 : 2;
     size_t cap = 16;
     int bits = 4;
-    while (cap < max_items * 2) {
+    while (cap / per_item < max_items) {
         cap <<= 1;
         bits++;
     }
@@ -33,42 +39,179 @@ static int u64set_reset(u64set *s, size_t max_items) {
         u64 *slots = PyMem_RawRealloc(s->slots, cap * sizeof(u64));
         if (!slots)
             return -1;
+        memset(slots + s->alloc, 0, (cap - s->alloc) * sizeof(u64));
         s->slots = slots;
-        u8 *used = PyMem_RawRealloc(s->used, cap);
-        if (!used)
-            return -1;
-        s->used = used;
-        u64 *distinct = PyMem_RawRealloc(s->distinct, (cap / 2) * sizeof(u64));
-        if (!distinct)
-            return -1;
-        s->distinct = distinct;
         s->alloc = cap;
     }
-    /* Only as many slots as this granule's items need are cleared and probed. */
+    /* Only as many slots as this granule's items need are probed. */
     s->mask = cap - 1;
     s->shift = 64 - bits;
-    memset(s->used, 0, cap);
-    s->count = 0;
     return 0;
 }
 
-static inline void u64set_add(u64set *s, u64 x) {
-    /* The values are hashes already: one multiply (Fibonacci hashing, high bits) spreads them. */
-    size_t i = (size_t)((x * 0x9E3779B97F4A7C15ULL) >> s->shift);
-    while (s->used[i]) {
-        if (s->slots[i] == x)
-            return;
-        i = (i + 1) & s->mask;
-    }
-    s->used[i] = 1;
-    s->slots[i] = x;
-    s->distinct[s->count++] = x;
+/* How many items ahead u64set_collect prefetches the slot of. */
+#define SET_PREFETCH 16
+
+/* The values are hashes already: one multiply (Fibonacci hashing, high bits) spreads them. */
+static inline size_t u64set_slot(const u64set *s, u64 x) {
+    return (size_t)((x * 0x9E3779B97F4A7C15ULL) >> s->shift);
 }
 
-static void u64set_free(u64set *s) {
-    PyMem_RawFree(s->slots);
-    PyMem_RawFree(s->used);
-    PyMem_RawFree(s->distinct);
+/* Add the n u64 values at h (maybe unaligned) to the set, appending each one not seen before
+ * to `distinct` (room for n); returns how many were appended. */
+static size_t u64set_collect(const u64set *s, const u8 *h, size_t n, u64 *distinct) {
+    u64 *const slots = s->slots;
+    const size_t mask = s->mask;
+    size_t count = 0;
+    int zero = 0;
+    for (size_t i = 0; i < n; i++) {
+        const u64 x = load64(h + 8 * i);
+        if (i + SET_PREFETCH < n)
+            __builtin_prefetch(&slots[u64set_slot(s, load64(h + 8 * (i + SET_PREFETCH)))], 1);
+        if (x == 0) {
+            if (!zero)
+                distinct[count++] = 0;
+            zero = 1;
+            continue;
+        }
+        for (size_t j = u64set_slot(s, x);; j = (j + 1) & mask) {
+            const u64 v = slots[j];
+            if (v == x)
+                break;
+            if (v == 0) {
+                slots[j] = x;
+                distinct[count++] = x;
+                break;
+            }
+        }
+    }
+    return count;
+}
+
+/* Empty the set again, given the values u64set_collect appended, in their order: a granule of
+ * few distinct values clears only their slots, found by a probe from each one's home slot,
+ * instead of all of them. The probe looks on past empty slots, so it finds its value in any
+ * order; in reverse order it meets none (the values a value probed past when it was added
+ * were added before it, so they are still there). */
+static void u64set_clear(const u64set *s, const u64 *distinct, size_t count) {
+    u64 *const slots = s->slots;
+    const size_t mask = s->mask;
+    if (count > (mask + 1) / 32) {
+        memset(slots, 0, (mask + 1) * sizeof(u64));
+        return;
+    }
+    for (size_t i = count; i-- > 0;) {
+        const u64 x = distinct[i];
+        if (x == 0)
+            continue; /* kept aside, in no slot */
+        size_t j = u64set_slot(s, x);
+        while (slots[j] != x)
+            j = (j + 1) & mask;
+        slots[j] = 0;
+    }
+}
+
+static void u64set_free(u64set *s) { PyMem_RawFree(s->slots); }
+
+/* Set the k bloom_filter positions of each of the n value hashes in a filter of fm->d bits
+ * (MergeTreeIndexGranuleBloomFilter: Hash128to64(value hash, seed j) mod bits). `kind` is
+ * fm->kind, a constant where this is inlined, so each kind of remainder gets a loop of its
+ * own; seed-major, so that each seed stays in a register over a run of values. */
+__attribute__((always_inline)) static inline void bf_set_bits(u8 *filter, const u64 *values,
+                                                              size_t n, long k,
+                                                              const fastmod_t *fm, int kind) {
+    const fastmod_t f = *fm;
+    for (long j = 0; j < k; j++) {
+        const u64 seed = BF_HASH_SEED[j];
+        for (size_t d = 0; d < n; d++) {
+            u64 x = hash128_to_64(values[d], seed), p;
+            if (kind == 0)
+                p = x & (f.d - 1);
+            else if (kind == 1) {
+                u64 t = (u64)(((u128)f.magic * x) >> 64);
+                p = x - ((t + ((x - t) >> 1)) >> f.shift) * f.d;
+            } else
+                p = x % f.d;
+            bit_set(filter, p);
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BF_AVX512 1
+
+/* bf_set_bits with the hashes of eight values at a time in AVX-512 lanes (vpmullq: three
+ * 64-bit multiplies per position are most of the scalar loop's instructions); the remainders
+ * and the bit setting stay scalar (lanes may hit the same byte). Called only where the CPU
+ * has AVX-512F and DQ (bf_simd). */
+__attribute__((target("avx512f,avx512dq"))) static void
+bf_fill_avx512(u8 *filter, const u64 *values, size_t n, long k, const fastmod_t *fm) {
+    const fastmod_t f = *fm;
+    const __m512i mul = _mm512_set1_epi64((long long)CH_KMUL);
+    const __m512i low_bits = _mm512_set1_epi64((long long)(f.d - 1));
+    u64 lane[8];
+    for (long j = 0; j < k; j++) {
+        const u64 seed = BF_HASH_SEED[j];
+        const __m512i high = _mm512_set1_epi64((long long)seed);
+        size_t d = 0;
+        for (; d + 8 <= n; d += 8) {
+            /* hash128_to_64(values[d..d+8], seed), lane by lane. */
+            __m512i x = _mm512_loadu_si512((const void *)(values + d));
+            __m512i a = _mm512_mullo_epi64(_mm512_xor_si512(x, high), mul);
+            a = _mm512_xor_si512(a, _mm512_srli_epi64(a, 47));
+            __m512i b = _mm512_mullo_epi64(_mm512_xor_si512(high, a), mul);
+            b = _mm512_xor_si512(b, _mm512_srli_epi64(b, 47));
+            b = _mm512_mullo_epi64(b, mul);
+            if (f.kind == 0) {
+                _mm512_storeu_si512((void *)lane, _mm512_and_si512(b, low_bits));
+                for (int l = 0; l < 8; l++)
+                    bit_set(filter, lane[l]);
+            } else {
+                _mm512_storeu_si512((void *)lane, b);
+                for (int l = 0; l < 8; l++)
+                    bit_set(filter, fastmod(&f, lane[l]));
+            }
+        }
+        for (; d < n; d++)
+            bit_set(filter, fastmod(&f, hash128_to_64(values[d], seed)));
+    }
+}
+#endif
+
+/* Whether bf_fill may use AVX-512: the CPU has it, and BLOOMSKIP_NO_SIMD is not set (which
+ * lets the tests run the portable loops on such a CPU too). Read with the GIL held, once per
+ * builder call; the workers get the answer. */
+static int bf_simd(void) {
+#ifdef BF_AVX512
+    const char *off = getenv("BLOOMSKIP_NO_SIMD");
+    if (off && *off)
+        return 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
+static void bf_fill(u8 *filter, const u64 *values, size_t n, long k, const fastmod_t *fm,
+                    int simd) {
+#ifdef BF_AVX512
+    if (simd && fm->kind != 2) {
+        bf_fill_avx512(filter, values, n, k, fm);
+        return;
+    }
+#endif
+    switch (fm->kind) {
+    case 0:
+        bf_set_bits(filter, values, n, k, fm, 0);
+        break;
+    case 1:
+        bf_set_bits(filter, values, n, k, fm, 1);
+        break;
+    default:
+        bf_set_bits(filter, values, n, k, fm, 2);
+    }
 }
 
 /* Split granules [0, granules) into `parts` contiguous ranges with about the same number of
@@ -157,6 +300,7 @@ typedef struct {
     Py_ssize_t g_lo, g_hi;
     u8 *out;
     size_t out_len;
+    int simd;   /* bf_fill may use AVX-512 (bf_simd) */
     int failed; /* out of memory */
 } bf_job;
 
@@ -186,18 +330,16 @@ static void *bf_work(void *arg) {
         size_t used = 0;
         for (Py_ssize_t c = 0; c < ncols; c++) {
             const u64 lo = job->bounds[c][g], hi = job->bounds[c][g + 1];
-            const u8 *h = job->hashes[c];
             if (u64set_reset(&set, (size_t)(hi - lo)) < 0)
                 goto fail;
-            for (u64 i = lo; i < hi; i++)
-                u64set_add(&set, load64(h + 8 * i));
-            if (set.count)
-                memcpy(scratch + used, set.distinct, set.count * sizeof(u64));
+            size_t found = u64set_collect(&set, job->hashes[c] + 8 * lo, (size_t)(hi - lo),
+                                          scratch + used);
+            u64set_clear(&set, scratch + used, found);
             start[c] = used;
-            count[c] = set.count;
-            used += set.count;
-            if (set.count > max_distinct)
-                max_distinct = set.count;
+            count[c] = found;
+            used += found;
+            if (found > max_distinct)
+                max_distinct = found;
         }
         size_t bytes = (size_t)((job->bits_per_row * max_distinct + 7) / 8);
         size_t need = out_len + varuint_size(max_distinct) + bytes * (size_t)ncols;
@@ -215,9 +357,7 @@ static void *bf_work(void *arg) {
         memset(p, 0, bytes * (size_t)ncols);
         fastmod_t fm = fastmod_init(bytes ? bytes * 8 : 1);
         for (Py_ssize_t c = 0; c < ncols; c++, p += bytes)
-            for (size_t d = start[c]; d < start[c] + count[c]; d++)
-                for (long j = 0; j < k; j++)
-                    bit_set(p, fastmod(&fm, hash128_to_64(scratch[d], BF_HASH_SEED[j])));
+            bf_fill(p, scratch + start[c], count[c], k, &fm, job->simd);
         out_len = (size_t)(p - out);
     }
     u64set_free(&set);
@@ -300,6 +440,7 @@ PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
     parts = threads < granules ? threads : (granules > 0 ? (int)granules : 1);
     Py_ssize_t first[MAX_THREADS + 1];
     split_granules(bound_copy[0], granules, parts, first);
+    const int simd = bf_simd();
     for (int t = 0; t < parts; t++)
         jobs[t] = (bf_job){.ncols = ncols,
                            .hashes = (const u8 *const *)hash_data,
@@ -309,7 +450,8 @@ PyObject *py_bloom_filter_granules(PyObject *self, PyObject *args) {
                            .offsets = offsets,
                            .rows = total_rows,
                            .g_lo = first[t],
-                           .g_hi = first[t + 1]};
+                           .g_hi = first[t + 1],
+                           .simd = simd};
     Py_BEGIN_ALLOW_THREADS run_parts(bf_work, jobs, sizeof(bf_job), parts);
     Py_END_ALLOW_THREADS size_t total = 0;
     for (int t = 0; t < parts; t++) {

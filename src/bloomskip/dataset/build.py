@@ -9,6 +9,7 @@ building on a small thread pool, with a bounded number of granules in flight.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -486,7 +487,7 @@ def build_file(
     identity = opened.identity if opened is not None else source.identity()
     columns = sorted({name for prepared in indexes for name in prepared.columns})
     granule_rows: list[int] = []
-    parts: list[list[bytes]] = [[] for _ in indexes]
+    sections = [_Section() for _ in indexes]
     in_flight: deque = deque()
 
     def collect(future) -> None:
@@ -494,8 +495,8 @@ def build_file(
         granule_rows.append(rows)
         if rows == 0:
             return  # an empty row group: no payload, never read, always skipped
-        for store, payload in zip(parts, payloads, strict=True):
-            store.append(payload)
+        for section, payload in zip(sections, payloads, strict=True):
+            section.add(payload)
         on_rows(rows)
 
     types = {
@@ -522,8 +523,31 @@ def build_file(
         collect(in_flight.popleft())
     if not (opened.unchanged() if opened is not None else source.identity() == identity):
         raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
-    payloads = [b"".join(store) for store in parts]
-    return FileEntry(relative_path, source.format, identity, granule_rows, payloads)
+    payloads = [section.view() for section in sections]
+    digests = [section.digest.digest() for section in sections]
+    return FileEntry(relative_path, source.format, identity, granule_rows, payloads, digests)
+
+
+class _Section:
+    """One index's payload of a file, assembled in granule order as the granules are collected.
+
+    Each granule's bytes are appended to one buffer and added to the section's SHA-256 on the
+    thread that collects them (hashlib releases the GIL), while the pool builds the next
+    granules: neither a join of every granule nor a hash of the whole section is left for
+    after the last one.
+    """
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.digest = hashlib.sha256()
+
+    def add(self, payload: bytes) -> None:
+        self.data += payload
+        self.digest.update(payload)
+
+    def view(self) -> memoryview:
+        """The section's bytes (read-only; no copy)."""
+        return memoryview(self.data).toreadonly()
 
 
 def join_parts(parts: Sequence[FileEntry]) -> FileEntry:
@@ -547,8 +571,7 @@ def join_parts(parts: Sequence[FileEntry]) -> FileEntry:
         raise BloomskipError(f"{first.path}: changed while it was being indexed; build again")
     rows = [count for part in parts for count in part.granule_rows]
     payloads = [
-        b"".join(bytes(part.payloads[number]) for part in parts)
-        for number in range(len(first.payloads))
+        b"".join(part.payloads[number] for part in parts) for number in range(len(first.payloads))
     ]
     return FileEntry(first.path, first.format, first.identity, rows, payloads)
 

@@ -72,6 +72,9 @@ class FileEntry:
         payloads: One ClickHouse ``.idx`` stream per index of the sidecar, in index order.
             Read from a version-2 file: a :class:`SectionPayloads` that reads and verifies a
             section on access; from a version-1 file: read-only views of the file's bytes.
+        digests: The SHA-256 of each of ``payloads``, when the builder computed them as it
+            produced the payloads (then they are not hashed again when the sidecar is
+            written); None otherwise. Not part of equality.
     """
 
     path: str
@@ -79,6 +82,18 @@ class FileEntry:
     identity: FileIdentity
     granule_rows: list[int]
     payloads: Sequence[bytes | memoryview] = field(repr=False)
+    digests: Sequence[bytes] | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        # A payload may be a view (of a builder's buffer, or of a version-1 file's bytes),
+        # which pickle refuses: it travels as bytes (a part built on a Dask worker does).
+        state = dict(self.__dict__)
+        if not isinstance(self.payloads, SectionPayloads):
+            state["payloads"] = [
+                bytes(payload) if isinstance(payload, memoryview) else payload
+                for payload in self.payloads
+            ]
+        return state
 
 
 @dataclass
@@ -168,6 +183,10 @@ class SectionPayloads(Sequence):
         data = self._reader.read(offset, length)
         self.verify(number, data)
         return data
+
+    def digest(self, number: int) -> bytes:
+        """The SHA-256 section ``number`` must have (what :meth:`verify` checks against)."""
+        return self._sections[number][2]
 
     def span(self, number: int) -> tuple[object, int, int]:
         """``(reader, absolute offset, length)`` of section ``number`` (nothing is read)."""
@@ -294,6 +313,16 @@ def encode_sidecar(sidecar: Sidecar) -> EncodedSidecar:
         >>> encoded.data[:8], encoded.header_end == len(encoded.data), encoded.index_spans
         (b'BSKIPIDX', True, ())
     """
+    pieces, header_end, spans = _encode_pieces(sidecar)
+    return EncodedSidecar(b"".join(pieces), header_end, spans)
+
+
+def _encode_pieces(
+    sidecar: Sidecar,
+) -> tuple[list[bytes | memoryview], int, tuple[tuple[int, int], ...]]:
+    """The version-2 file as the pieces it is made of, in order (prefix, header, header
+    checksum, then each payload section), with the header's end and the index spans of
+    :class:`EncodedSidecar`."""
     header, payloads = _encode_header(sidecar)
     prefix = PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header))
     header_end = len(prefix) + len(header) + DIGEST_SIZE
@@ -304,12 +333,15 @@ def encode_sidecar(sidecar: Sidecar) -> EncodedSidecar:
         length = sum(len(payload) for payload in payloads[number * files : (number + 1) * files])
         spans.append((offset, length))
         offset += length
-    data = b"".join([prefix, header, hashlib.sha256(prefix + header).digest(), *payloads])
-    return EncodedSidecar(data, header_end, tuple(spans))
+    digest = hashlib.sha256(prefix + header).digest()
+    return [prefix, header, digest, *payloads], header_end, tuple(spans)
 
 
 def write_sidecar(sidecar: Sidecar, path: str | os.PathLike) -> None:
     """Write ``sidecar`` to ``path`` atomically, in format version 2.
+
+    The pieces of the file are written one after the other, never joined into one buffer
+    (the payloads are most of the file).
 
     Args:
         sidecar: What to write.
@@ -322,8 +354,9 @@ def write_sidecar(sidecar: Sidecar, path: str | os.PathLike) -> None:
     Example:
         >>> write_sidecar(Sidecar("row-group", [], {}), "data/_bloomskip.index")  # doctest: +SKIP
     """
+    pieces, _, _ = _encode_pieces(sidecar)
     with atomic_writer(Path(path)) as handle:
-        handle.write(encode_sidecar(sidecar).data)
+        handle.writelines(pieces)
 
 
 def read_sidecar(path: str | os.PathLike) -> Sidecar:
@@ -594,7 +627,7 @@ def _encode_header(sidecar: Sidecar) -> tuple[bytes, list[bytes | memoryview]]:
     for number in range(len(sidecar.indexes)):
         for entry, table in zip(entries, tables, strict=True):
             payload = entry.payloads[number]  # a SectionPayloads verifies it as it is read
-            table.append([offset, len(payload), hashlib.sha256(payload).hexdigest()])
+            table.append([offset, len(payload), _payload_digest(entry, number, payload)])
             payloads.append(payload)
             offset += len(payload)
     files = [
@@ -619,6 +652,16 @@ def _encode_header(sidecar: Sidecar) -> tuple[bytes, list[bytes | memoryview]]:
         "files": files,
     }
     return json.dumps(header, separators=(",", ":")).encode("utf-8"), payloads
+
+
+def _payload_digest(entry: FileEntry, number: int, payload: bytes | memoryview) -> str:
+    """The hex SHA-256 of ``entry``'s payload ``number``: the one its builder computed, or the
+    one a section read from a sidecar was just verified against, else hashed now."""
+    if entry.digests is not None and len(entry.digests) == len(entry.payloads):
+        return entry.digests[number].hex()
+    if isinstance(entry.payloads, SectionPayloads):
+        return entry.payloads.digest(number).hex()
+    return hashlib.sha256(payload).hexdigest()
 
 
 def _require(condition: bool, message: str, field_name: str, source: str) -> None:
