@@ -339,3 +339,42 @@ def test_lookups_on_narrow_unsigned_and_nullable_integers(tmp_path: Path) -> Non
     ]:
         expected = sorted(_full_scan(directory, where, "id").column("id").to_pylist())
         assert sorted(dataset.query(where, ["id"]).column("id").to_pylist()) == expected, where
+
+
+def test_row_groups_read_at_once_give_the_rows_of_one_query(
+    indexed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A few surviving row groups in several files are read by several cursors at once (a
+    # union of one-row-group reads runs on one core); the rows must be those of one query,
+    # with and without a LIMIT, with long IN lists (a value table per cursor) and located rows.
+    monkeypatch.setattr(query_module.os, "cpu_count", lambda: 3)
+    reads = []
+    original = query_module._read_groups
+
+    def spy(connection, groups, *args):
+        reads.append(len(groups))
+        return original(connection, groups, *args)
+
+    monkeypatch.setattr(query_module, "_read_groups", spy)
+    dataset = Dataset(indexed)
+    keys = _boundary_keys(indexed)
+    spread = [int(k) for k in np.array(keys)[np.linspace(0, len(keys) - 1, 6).astype(int)]]
+    listed = ", ".join(map(str, spread))
+    padding = ", ".join(str(-1 - i) for i in range(80))  # absent: a long IN list (a value table)
+    wheres = [
+        f"k IN ({listed})",
+        f"k IN ({listed}, {padding})",
+        f"k IN ({listed}) AND s != ''",
+        f"k = {spread[0]} OR k = {spread[-1]}",
+        f"(k IN ({listed}) OR k IN ({padding})) AND hasToken(s, 'zebra') = 0",
+    ]
+    for where in wheres:
+        reads.clear()
+        got = dataset.query(where)
+        assert reads and max(reads) > 1, where  # the parallel path was taken
+        assert _sorted_rows(got) == _sorted_rows(_full_scan(indexed, where)), where
+        assert got.schema == dataset.query(where, limit=None).schema
+        limited = dataset.query(where, limit=2)
+        expected = {row["id"] for row in _full_scan(indexed, where).to_pylist()}
+        assert limited.num_rows == min(2, len(expected))
+        assert {row["id"] for row in limited.to_pylist()} <= expected
