@@ -749,9 +749,24 @@ def _read_groups(
         _log.debug("DuckDB SQL: %s", sql)
         return cursor.sql(sql).to_arrow_table()
 
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    everyone = _Cursors(cursors)
+    futures = [
+        _reader_pool().submit(read, cursor, group)
+        for cursor, group in zip(cursors, groups, strict=True)
+    ]
     try:
-        with interrupting_on_sigint(_Cursors(cursors)):
-            tables = list(_reader_pool().map(read, cursors, groups))
+        with interrupting_on_sigint(everyone):
+            done, running = wait(futures, return_when=FIRST_EXCEPTION)
+            # The first failure is the query's error: the other reads are stopped, not
+            # waited for (a cursor still running cannot be closed).
+            failed = next((f for f in futures if f in done and f.exception()), None)
+            if failed is not None:
+                everyone.interrupt()
+                wait(running)
+                failed.result()
+            tables = [future.result() for future in futures]
             try:
                 table = pa.concat_tables(tables)
             except pa.ArrowInvalid:
@@ -760,6 +775,9 @@ def _read_groups(
                 every = [part for group in groups for part in group]
                 table = read(cursors[0], every)
     finally:
+        if not all(future.done() for future in futures):  # interrupted (Ctrl-C)
+            everyone.interrupt()
+            wait(futures)
         for cursor in cursors:
             cursor.close()
     return table if limit is None else table.slice(0, int(limit))
