@@ -280,8 +280,9 @@ def main() -> None:
         if floor is not None:
             groups, seconds = floor
             print(
-                f"{'':<26} floor: DuckDB reading only the {groups} row group(s) holding the "
-                f"rows takes {seconds * 1e3:.1f} ms, {peers[0] / seconds:.1f}x its full scan"
+                f"{'':<26} floor: one DuckDB query reading only the {groups} row group(s) "
+                f"holding the rows takes {seconds * 1e3:.1f} ms (its full scan takes "
+                f"{peers[0] / seconds:.1f}x that)"
             )
     print(
         "(warm: the same Dataset answers again, the headline; cold: a new Dataset per query, "
