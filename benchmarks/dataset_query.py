@@ -76,12 +76,16 @@ def holding_floor(files: list[str], where: str, connection, repeat: int):
         f"file_row_number=true) WHERE {where}"
     ).fetchall()
     holding = {}
+    ends_of = {}  # each file's row-group ends, read once
     for name, row in found:
-        metadata = pq.ParquetFile(name).metadata
-        sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-        ends = np.cumsum(sizes)
+        if name not in ends_of:
+            metadata = pq.ParquetFile(name).metadata
+            sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+            ends_of[name] = np.cumsum(sizes)
+        ends = ends_of[name]
         group = int(np.searchsorted(ends, row, side="right"))
-        holding[(name, group)] = (int(ends[group] - sizes[group]), int(ends[group]) - 1)
+        first = int(ends[group - 1]) if group else 0
+        holding[(name, group)] = (first, int(ends[group]) - 1)
     if not holding or len(holding) > 16:
         return None
     parts = " UNION ALL ".join(

@@ -440,23 +440,18 @@ def _lookup_mask(table, terms: tuple):
     return combine.reduce(masks)
 
 
-def matched_rows_source(result: Explanation, matches: dict) -> str:
-    """Return a DuckDB table expression reading exactly the located rows (see
-    :func:`locate_matches`) by their ``file_row_number``.
+def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, int]]:
+    """The reads of exactly the located rows (see :func:`locate_matches`), by their
+    ``file_row_number``: one per file, or one per row group holding a row when they are at
+    most :data:`SPLIT_ROW_GROUPS`, as :func:`parquet_parts` gives them.
 
     Args:
         result: The pruning result.
         matches: ``{file number: row numbers}``.
 
     Returns:
-        SQL for the ``FROM`` clause.
+        ``[(SQL of a SELECT, row groups)]`` in file order.
     """
-    return union_source(matched_rows_parts(result, matches))
-
-
-def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, int]]:
-    """The reads :func:`matched_rows_source` unites, one per file (or per row group holding
-    a row, when they are at most :data:`SPLIT_ROW_GROUPS`), as :func:`parquet_parts`."""
     import numpy as np
 
     located = []
@@ -604,7 +599,6 @@ def run_query(
     kinds = column_kinds(scan_schema if scan_schema is not None else schema)
     condition, value_tables = clickhouse_to_duckdb_tables(where, kinds)
     projection = select_list(columns, kinds)
-    suffix = "" if limit is None else f" LIMIT {int(limit)}"
     without_rewriter = conjunctions_under_or(where) >= REWRITER_LIMIT
     owned = None
     if connection is None or without_rewriter:
@@ -625,9 +619,7 @@ def run_query(
                 return empty_results[empty_key]
             groups = _even_groups(parts, os.cpu_count() or 1)
             if len(groups) == 1:
-                sql = f"SELECT {projection} FROM {union_source(parts)} WHERE {condition}{suffix}"
-                _log.debug("DuckDB SQL: %s", sql)
-                table = cursor.sql(sql).to_arrow_table()
+                table = _read_parts(cursor, parts, projection, condition, limit)
         if len(groups) > 1:
             table = _read_groups(connection, groups, projection, condition, limit, value_tables)
         if empty_results is not None and empty_key is not None:
@@ -721,6 +713,14 @@ class _Cursors:
             cursor.interrupt()
 
 
+def _read_parts(cursor, parts: list[tuple[str, int]], projection, condition, limit):
+    """The rows of ``parts`` (their union) satisfying ``condition``, read on ``cursor``."""
+    suffix = "" if limit is None else f" LIMIT {int(limit)}"
+    sql = f"SELECT {projection} FROM {union_source(parts)} WHERE {condition}{suffix}"
+    _log.debug("DuckDB SQL: %s", sql)
+    return cursor.sql(sql).to_arrow_table()
+
+
 def _read_groups(
     connection,
     groups: list[list[tuple[str, int]]],
@@ -739,15 +739,12 @@ def _read_groups(
     """
     import pyarrow as pa
 
-    suffix = "" if limit is None else f" LIMIT {int(limit)}"
     cursors = [connection.cursor() for _ in groups]
 
     def read(cursor, group: list[tuple[str, int]]):
         for name, table in value_tables:  # long IN lists, registered per cursor
             cursor.register(name, table)
-        sql = f"SELECT {projection} FROM {union_source(group)} WHERE {condition}{suffix}"
-        _log.debug("DuckDB SQL: %s", sql)
-        return cursor.sql(sql).to_arrow_table()
+        return _read_parts(cursor, group, projection, condition, limit)
 
     from concurrent.futures import FIRST_EXCEPTION, wait
 

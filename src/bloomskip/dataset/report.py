@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -714,21 +715,15 @@ def write_output(table, output_format: str, output: str | None, connection=None)
     import duckdb
 
     from bloomskip._cli import interrupted
-    from bloomskip.dataset.query import connect, interrupting_on_sigint
+    from bloomskip.dataset.query import interrupting_on_sigint
 
     if output_format not in OUTPUT_FORMATS:
         raise BloomskipError(f"unknown format {output_format!r}; use one of {OUTPUT_FORMATS}")
     if output_format == "table":
         text = "(no columns)\n"
         if table.num_columns:
-            owned = connect() if connection is None else None
-            cursor = (owned or connection).cursor()
-            try:
+            with _cursor_of(connection) as cursor:
                 text = str(cursor.from_arrow(table))
-            finally:
-                cursor.close()
-                if owned is not None:
-                    owned.close()
         if output is None:
             sys.stdout.write(text)
         else:
@@ -745,21 +740,16 @@ def write_output(table, output_format: str, output: str | None, connection=None)
             return
         # DuckDB writes every Arrow type (lists included) as CSV or JSON lines.
         options = "FORMAT csv, HEADER true" if output_format == "csv" else "FORMAT json"
-        owned = connect() if connection is None else None
-        cursor = (owned or connection).cursor()  # its own view names
-        try:
-            cursor.register("result", table)
-            escaped = str(path).replace("'", "''")
-            with interrupting_on_sigint(cursor):
-                cursor.execute(f"COPY result TO '{escaped}' ({options})")
-        except (duckdb.Error, RuntimeError) as exc:
-            if interrupted(exc):
-                raise KeyboardInterrupt from exc
-            raise
-        finally:
-            cursor.close()
-            if owned is not None:
-                owned.close()
+        with _cursor_of(connection) as cursor:  # its own view names
+            try:
+                cursor.register("result", table)
+                escaped = str(path).replace("'", "''")
+                with interrupting_on_sigint(cursor):
+                    cursor.execute(f"COPY result TO '{escaped}' ({options})")
+            except (duckdb.Error, RuntimeError) as exc:
+                if interrupted(exc):
+                    raise KeyboardInterrupt from exc
+                raise
 
     if output is not None:
 
@@ -776,6 +766,21 @@ def write_output(table, output_format: str, output: str | None, connection=None)
         with open(path, "rb") as handle:
             shutil.copyfileobj(handle, sys.stdout.buffer)
         sys.stdout.buffer.flush()
+
+
+@contextlib.contextmanager
+def _cursor_of(connection):
+    """A cursor of ``connection``, or of a connection opened (and closed) for it when None."""
+    from bloomskip.dataset.query import connect
+
+    owned = connect() if connection is None else None
+    cursor = (owned or connection).cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+        if owned is not None:
+            owned.close()
 
 
 def _to_file(output: str, writer) -> None:
