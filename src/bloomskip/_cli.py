@@ -249,8 +249,9 @@ def debug_option(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Run the command ``args`` selected and return its exit status.
 
-    A :class:`~bloomskip.errors.BloomskipError` becomes one line ``bloomskip: error: ...`` on
-    stderr and status :data:`EXIT_ERROR`; a closed pipe (``bloomskip ... | head``) ends the
+    A :class:`~bloomskip.errors.BloomskipError`, or an ``OSError`` no command turned into one
+    (writing to a full disk, say), becomes one line ``bloomskip: error: ...`` on stderr and
+    status :data:`EXIT_ERROR`; a closed pipe (``bloomskip ... | head``) ends the
     command quietly with status 0; Ctrl-C prints ``bloomskip: interrupted`` and gives status
     :data:`EXIT_INTERRUPTED` (130, as for a shell's SIGINT). With ``args.debug``
     (:func:`debug_option`), the ``bloomskip`` logger's debug messages are printed on stderr.
@@ -281,6 +282,9 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return _report_interrupt()
+    except OSError as exc:  # a failed read or write no bloomskip code named (a full disk, say)
+        print(f"bloomskip: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except Exception as exc:
         # DuckDB takes the KeyboardInterrupt of a Ctrl-C and raises its own error instead; a
         # call site that did not turn it back (query.run_query does) still ends in one line.

@@ -9,7 +9,7 @@ import os
 import sys
 
 from bloomskip import __version__
-from bloomskip._cli import run_command
+from bloomskip._cli import EXIT_ERROR, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,10 +64,18 @@ def end_process(status: int) -> None:
     """
     import atexit
 
-    for stream in (sys.stdout, sys.stderr):
-        # A closed pipe (`bloomskip ... | head`) ends quietly, as in run_command.
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass  # a closed pipe (`bloomskip ... | head`) ends quietly, as in run_command
+    except OSError as exc:  # a full disk, say: what was printed is lost, and it is said
         with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+            print(f"bloomskip: error: cannot write the output: {exc}", file=sys.stderr)
+        status = status or EXIT_ERROR
+    except ValueError:
+        pass  # standard output was closed by the command
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     atexit._run_exitfuncs()
     os._exit(status)
 

@@ -25,6 +25,7 @@ from bloomskip.dataset import query as query_module
 from bloomskip.dataset.prune import CHANGED, INDEXED
 from bloomskip.dataset.sources import IdentityCache, SourceFile
 from bloomskip.dataset.translate import clickhouse_to_duckdb, integer_lookup
+from bloomskip.errors import BloomskipError
 
 
 def _full_scan(directory: Path, where: str, columns: str = "*") -> pa.Table:
@@ -73,7 +74,12 @@ def located_calls(monkeypatch) -> list:
     return calls
 
 
-def test_located_point_lookups_equal_full_scan(indexed: Path, located_calls: list) -> None:
+@pytest.mark.parametrize("serial_bytes", [query_module.LOCATE_SERIAL_BYTES, 0])
+def test_located_point_lookups_equal_full_scan(
+    indexed: Path, located_calls: list, monkeypatch, serial_bytes: int
+) -> None:
+    # 0: the files' columns are read on the reader pool, as for large located columns.
+    monkeypatch.setattr(query_module, "LOCATE_SERIAL_BYTES", serial_bytes)
     dataset = Dataset(indexed)  # one object for every query, as a user holding it would
     keys = _boundary_keys(indexed)
     rng = np.random.default_rng(5)
@@ -152,8 +158,6 @@ def test_result_types_do_not_depend_on_the_survivors(tmp_path: Path) -> None:
 
 
 def test_unknown_column_in_a_lookup_is_still_a_user_error(indexed: Path) -> None:
-    from bloomskip.errors import BloomskipError
-
     with pytest.raises(BloomskipError, match="Unknown expression or function identifier"):
         Dataset(indexed).query("k = -5", ["no_such_column"])
 
@@ -378,3 +382,68 @@ def test_row_groups_read_at_once_give_the_rows_of_one_query(
         expected = {row["id"] for row in _full_scan(indexed, where).to_pylist()}
         assert limited.num_rows == min(2, len(expected))
         assert {row["id"] for row in limited.to_pylist()} <= expected
+
+
+@pytest.mark.parametrize(
+    "values", [[], [7], [3, 1, 3, -2, 1], [2**62, -(2**63), 0, 2**62], list(range(50, 0, -1)) * 2]
+)
+def test_distinct_is_numpy_unique(values: list[int]) -> None:
+    numbers = np.array(values, np.int64)
+    assert query_module._distinct(numbers).tolist() == np.unique(numbers).tolist()
+
+
+def _query_in_child(directory: str, where: str) -> int:
+    return Dataset(directory).query(where).num_rows
+
+
+def test_a_forked_child_queries_after_its_parent(indexed: Path) -> None:
+    # Before: the child inherited the parent's reader pool without its threads, and its reads
+    # waited forever.
+    import multiprocessing
+
+    keys = _boundary_keys(indexed)
+    where = f"k IN ({', '.join(str(k) for k in keys[::9][:20])})"  # read on several threads
+    expected = _full_scan(indexed, where).num_rows
+    assert Dataset(indexed).query(where).num_rows == expected
+    assert query_module._reader_pool.cache_info().currsize == 1  # the parent's pool is up
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        answer = pool.apply_async(_query_in_child, (str(indexed), where))
+        assert answer.get(timeout=120) == expected
+
+
+def test_a_half_float_column_is_read_by_duckdb(tmp_path: Path) -> None:
+    # Before: the located rows were given to DuckDB as Arrow, which has no half float, and a
+    # query DuckDB's own scan answers was refused.
+    directory = tmp_path / "half"
+    directory.mkdir()
+    ids = np.arange(2000, dtype=np.int64)
+    halves = pa.array(((ids % 9) - 2).astype(np.float16))
+    pq.write_table(pa.table({"id": ids, "h": halves}), directory / "a.parquet", row_group_size=100)
+    dataset = Dataset(directory)
+    dataset.build_index(["id TYPE bloom_filter(0.01)"], progress=False)
+    for where in ("id IN (5, 1005) AND h >= 0", "id = 7 OR id = 1999 AND h < 0"):
+        expected = sorted(_full_scan(directory, where, "id").column("id").to_pylist())
+        assert sorted(dataset.query(where, ["id"]).column("id").to_pylist()) == expected
+
+
+def test_a_corrupt_data_page_is_one_clear_error(tmp_path: Path) -> None:
+    # The footer is sound, a data page is not (its bytes changed after the index was built).
+    # Before: pyarrow's OSError left the command as a traceback.
+    directory = tmp_path / "corrupt"
+    directory.mkdir()
+    for number in range(2):
+        table = pa.table({"id": np.arange(2000) % 500, "s": [f"s{i}" for i in range(2000)]})
+        pq.write_table(table, directory / f"{number}.parquet", row_group_size=100)
+    dataset = Dataset(directory)
+    dataset.build_index(["id TYPE bloom_filter(0.01)"], progress=False)
+    path = directory / "1.parquet"
+    metadata = pq.read_metadata(path)
+    data = bytearray(path.read_bytes())
+    for group in range(metadata.num_row_groups):
+        start = metadata.row_group(group).column(0).data_page_offset
+        data[start : start + 40] = bytes(byte ^ 0xA5 for byte in data[start : start + 40])
+    path.write_bytes(bytes(data))
+    with pytest.raises(BloomskipError) as caught:
+        Dataset(directory).query("id = 5")
+    message = str(caught.value)
+    assert str(path) in message and "\n" not in message

@@ -32,7 +32,9 @@ ClickHouse                      DuckDB
 ``lower`` / ``upper``           ``translate`` of ASCII letters only (ClickHouse's are ASCII)
 ``length`` / ``empty``          byte length ``strlen``; ``len(coalesce(a, []))`` for arrays
 ``position(s, n)``              the byte offset of DuckDB's ``strpos`` match
-``isNaN``, ``toFloat32``,       ``isnan``, ``CAST(x AS FLOAT)``, ``CAST(x AS DOUBLE)``,
+``isNaN``, ``toFloat32``,       ``NOT isfinite AND NOT isinf`` (DuckDB's ``isnan`` trusts
+                                Parquet statistics without NaN), ``CAST(x AS FLOAT)``,
+                                ``CAST(x AS DOUBLE)``,
 ``toFloat64``, ``toDate``       ``CAST('YYYY-MM-DD' AS DATE)`` / the UTC date of a timestamp
 ``x IN (...)``                  NULL elements dropped (ClickHouse ignores them); string
                                 elements converted to the column's type
@@ -623,7 +625,7 @@ class _Translator:
             *(exp.Is(this=side.copy(), expression=exp.Null()) for side in (left, right)),
             copy=False,
         )
-        nans = exp.or_(*(exp.func("isnan", side.copy(), copy=False) for side in floats), copy=False)
+        nans = exp.or_(*(_nan_test(side.copy()) for side in floats), copy=False)
         return _typed(
             exp.Case(
                 ifs=[
@@ -880,14 +882,13 @@ class _Translator:
         )
 
     def is_nan(self, node):
-        from sqlglot import exp
 
         kind = _kind(node.this)
         if kind not in NUMERIC_KINDS | {"any", "null"}:
             raise UnsupportedPredicateError(
                 f"Illegal type of argument of function isNaN: {node.this.sql('clickhouse')}"
             )
-        return _typed(exp.func("isnan", node.this), "bool")
+        return _typed(_nan_test(node.this), "bool")
 
     def has(self, node):
         from sqlglot import exp
@@ -1206,6 +1207,27 @@ def _merged(node, compare, membership, negated: bool):
     test = _typed(membership(this=left[0], expressions=[left[1], right[1]]), "bool")
     test.meta["merged"] = True
     return exp.Not(this=test) if negated else test
+
+
+def _nan_test(value):
+    """DuckDB SQL true exactly when ``value`` is NaN (NULL for NULL), as ``isnan`` would be.
+
+    Not ``isnan``: DuckDB (2.0.1) decides ``isnan`` from Parquet min/max statistics, which leave
+    NaN out as the Parquet format asks (pyarrow writes them so), and then answers false for
+    every NaN row. ``isfinite`` and ``isinf`` are evaluated on the values; NaN is the one value
+    that is neither.
+    """
+    from sqlglot import exp
+
+    # In parentheses: it replaces one function call, under NOT as anywhere else.
+    return exp.paren(
+        exp.and_(
+            exp.not_(exp.func("isfinite", value), copy=False),
+            exp.not_(exp.func("isinf", value.copy()), copy=False),
+            copy=False,
+        ),
+        copy=False,
+    )
 
 
 def _negated(original, translated):
