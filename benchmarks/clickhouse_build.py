@@ -35,31 +35,51 @@ from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
 
 GRANULARITY = 8192
-_STRINGS = (
+STRINGS = (
     "concat('w', toString(number % 1000), ' v', toString(number), '-', toString(number % 7), 'x')"
 )
 CASES = [
     ("UInt64 bloom_filter(0.025)", "v", "UInt64", "cityHash64(number)", "bloom_filter(0.025)"),
-    ("String tokenbf_v1(10240,3,0)", "s", "String", _STRINGS, "tokenbf_v1(10240, 3, 0)"),
-    ("String ngrambf_v1(3,10240,3,0)", "s", "String", _STRINGS, "ngrambf_v1(3, 10240, 3, 0)"),
-    ("String bloom_filter(0.025)", "s", "String", _STRINGS, "bloom_filter(0.025)"),
+    ("String tokenbf_v1(10240,3,0)", "s", "String", STRINGS, "tokenbf_v1(10240, 3, 0)"),
+    ("String ngrambf_v1(3,10240,3,0)", "s", "String", STRINGS, "ngrambf_v1(3, 10240, 3, 0)"),
+    ("String bloom_filter(0.025)", "s", "String", STRINGS, "bloom_filter(0.025)"),
 ]
 
 
-def _best(run, repeat: int) -> float:
+def best_of(run, repeat: int, clock=time.perf_counter, warm_up: bool = False) -> float:
+    """The least ``clock`` time of ``repeat`` runs (after one untimed run when ``warm_up``)."""
+    if warm_up:
+        run()
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return min(times)
 
 
 def clickhouse_extra_seconds(
-    session: object, column: str, ch_type: str, expression: str, index: str, rows: int, repeat: int
+    session: object,
+    column: str,
+    ch_type: str,
+    expression: str,
+    index: str,
+    rows: int,
+    repeat: int,
+    threads: int | None = 1,
+    clock=time.perf_counter,
+    warm_up: bool = False,
 ) -> tuple[float, float]:
-    """(insert seconds without the index, extra seconds the index adds), best of ``repeat``."""
-    settings = "max_threads = 1, max_insert_threads = 1"
+    """(insert seconds without the index, extra seconds the index adds), best of ``repeat``.
+
+    ``threads`` None runs the INSERTs with ClickHouse's default threads; ``clock`` and
+    ``warm_up`` are :func:`best_of`'s.
+    """
+    settings = (
+        ""
+        if threads is None
+        else f" SETTINGS max_threads = {threads}, max_insert_threads = {threads}"
+    )
     results = []
     for with_index in (False, True):
         clause = f", INDEX i {column} TYPE {index} GRANULARITY 1" if with_index else ""
@@ -71,11 +91,9 @@ def clickhouse_extra_seconds(
 
         def insert() -> None:
             session.query("TRUNCATE TABLE bench")
-            session.query(
-                f"INSERT INTO bench SELECT {expression} FROM numbers({rows}) SETTINGS {settings}"
-            )
+            session.query(f"INSERT INTO bench SELECT {expression} FROM numbers({rows}){settings}")
 
-        results.append(_best(insert, repeat))
+        results.append(best_of(insert, repeat, clock, warm_up))
     session.query("DROP TABLE IF EXISTS bench SYNC")
     return results[0], results[1] - results[0]
 
@@ -99,7 +117,7 @@ def bloomskip_seconds(
         granules = [index.granule_bytes(j) for j in range(index.index_granule_count)]
         write_compressed_stream(granules, "LZ4")
 
-    return _best(build, repeat), _best(serialize, repeat)
+    return best_of(build, repeat), best_of(serialize, repeat)
 
 
 def main() -> None:

@@ -68,7 +68,9 @@ def holding_floor(files: list[str], where: str, connection, repeat: int):
     just the row groups that hold the matching rows (no index, no false positive).
 
     Returns:
-        ``(row groups, median seconds)``, or None when no row or more than 16 row groups match.
+        ``(row groups holding a row, row groups in all, median seconds)``, the seconds None when
+        more than 16 row groups or all of them hold a row (then their count is the floor: the
+        read is a scan); None when no row matches.
     """
     listing = ", ".join(f"'{f}'" for f in files)
     found = connection.sql(
@@ -77,6 +79,7 @@ def holding_floor(files: list[str], where: str, connection, repeat: int):
     ).fetchall()
     holding = {}
     ends_of = {}  # each file's row-group ends, read once
+    total_groups = sum(pq.ParquetFile(name).metadata.num_row_groups for name in files)
     for name, row in found:
         if name not in ends_of:
             metadata = pq.ParquetFile(name).metadata
@@ -86,15 +89,17 @@ def holding_floor(files: list[str], where: str, connection, repeat: int):
         group = int(np.searchsorted(ends, row, side="right"))
         first = int(ends[group - 1]) if group else 0
         holding[(name, group)] = (first, int(ends[group]) - 1)
-    if not holding or len(holding) > 16:
+    if not holding:
         return None
+    if len(holding) > 16 or len(holding) == total_groups:
+        return len(holding), total_groups, None
     parts = " UNION ALL ".join(
         f"SELECT * EXCLUDE (file_row_number) FROM read_parquet('{name}', file_row_number=true) "
         f"WHERE file_row_number BETWEEN {first} AND {last} AND {where}"
         for (name, _), (first, last) in holding.items()
     )
     seconds, _ = timed(lambda: connection.sql(parts).to_arrow_table(), repeat)
-    return len(holding), seconds
+    return len(holding), total_groups, seconds
 
 
 def main() -> None:
@@ -281,8 +286,14 @@ def main() -> None:
                 + " ".join(f"{r:>11.1f}x" for r in ratios)
                 + (f"   target: {target}" if name == "warm" else "")
             )
-        if floor is not None:
-            groups, seconds = floor
+        if floor is not None and floor[2] is None:
+            groups, total_groups, _ = floor
+            print(
+                f"{'':<26} floor: {groups} of the {total_groups} row groups hold a row, so no "
+                f"index can skip more than {total_groups - groups} of them"
+            )
+        elif floor is not None:
+            groups, _, seconds = floor
             print(
                 f"{'':<26} floor: one DuckDB query reading only the {groups} row group(s) "
                 f"holding the rows takes {seconds * 1e3:.1f} ms (its full scan takes "
