@@ -498,11 +498,11 @@ def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, in
     for number, rows in sorted(matches.items()):
         state = result.files[number]
         groups = np.searchsorted(np.cumsum(state.layout.rows), rows, side="right")
-        located.append((state, rows, groups))
-    split = sum(len(_distinct(groups)) for *_, groups in located) <= SPLIT_ROW_GROUPS
+        located.append((state, rows, groups, _distinct(groups)))
+    split = sum(len(distinct) for *_, distinct in located) <= SPLIT_ROW_GROUPS
     parts = []
-    for state, rows, groups in located:
-        runs = [groups == group for group in _distinct(groups)] if split else [groups >= 0]
+    for state, rows, groups, holding_groups in located:
+        runs = [groups == group for group in holding_groups] if split else [groups >= 0]
         for chosen in runs:
             # The row groups holding the rows, as ranges: DuckDB skips the others without
             # decoding them; the IN list then picks the rows.

@@ -882,7 +882,6 @@ class _Translator:
         )
 
     def is_nan(self, node):
-
         kind = _kind(node.this)
         if kind not in NUMERIC_KINDS | {"any", "null"}:
             raise UnsupportedPredicateError(
