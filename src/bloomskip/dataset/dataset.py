@@ -273,9 +273,11 @@ class Dataset(FrameConversions):
         BloomskipError: The dataset holds no file, a file is not Parquet / an Arrow IPC file,
             or it mixes the two.
 
-    A ``Dataset`` caches the decoded index between queries; use one per thread. Its files are
-    listed once, when it is created (as ``pyarrow.dataset`` does): a file added or removed later
-    is seen by a new ``Dataset``, while a listed file that changes is detected on every query.
+    A ``Dataset`` caches the decoded index between queries; use one per thread. Every call
+    (``explain``, ``query``, ``build_index``, ``status``, ``schema`` ...) lists the files again,
+    so it sees the dataset as it is then: a file added, removed or rewritten since the last call
+    is read, dropped or scanned afresh, and a build indexes it. Only new or changed files are
+    opened to tell their format.
 
     Example:
         >>> ds = Dataset("logs/")  # doctest: +SKIP
@@ -346,15 +348,35 @@ class Dataset(FrameConversions):
     ) -> None:
         path = _local_path(path)
         self.path = os.fspath(path)
-        self.root, self.files = discover(self.path)
+        self._own_sidecar = sidecar is not None
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
-        #: The indexed folder whose index serves this glob while it has none of its own.
-        self.index_folder = None
-        if sidecar is None and is_glob(self.path) and not Path(self.path).exists():
-            self.index_folder = indexed_folder(self.root)
+        # The sniffed format of each listed file, by (path, size, mtime_ns): a new listing
+        # opens only the files that are new or changed.
+        self._formats: dict = {}
         # Derived from the files and the sidecar, and dropped whole when the stat of any of
         # them changes: a reused Dataset answers from memory but never from a stale state.
         self._cache = DatasetCache()
+        self._relist()
+
+    def _relist(self) -> None:
+        """List the dataset's files as they are now (every public call starts with this).
+
+        Sets :attr:`root`, :attr:`files` and :attr:`index_folder`; the cache then sees the new
+        listing through the files' ``stat`` and drops what no longer holds.
+
+        Raises:
+            BloomskipError: The dataset holds no file, or files of two formats.
+        """
+        self.root, self.files = discover(self.path, self._formats)
+        #: The indexed folder whose index serves this glob while it has none of its own.
+        self.index_folder = None
+        if not self._own_sidecar and is_glob(self.path) and not Path(self.path).exists():
+            self.index_folder = indexed_folder(self.root)
+
+    def _current(self) -> None:
+        """List the files again and drop what the cache derived from any that changed."""
+        self._relist()
+        self._cache.refresh(self.files, self._index_in_use()[0])
 
     @property
     def index_path(self) -> Path:
@@ -415,11 +437,15 @@ class Dataset(FrameConversions):
         Raises:
             FormatError: A file's footer cannot be read.
         """
+        self._current()
+        return self._schema()
+
+    def _schema(self) -> pa.Schema:
         import pyarrow as pa
 
         if self._cache.schema is None:
             fields: dict[str, pa.Field] = {}
-            for schema in self.file_schemas():
+            for schema in self._file_schemas():
                 for field in schema:
                     fields.setdefault(field.name, field)
             self._cache.schema = pa.schema(list(fields.values()))
@@ -438,6 +464,10 @@ class Dataset(FrameConversions):
             >>> [s.names for s in Dataset("logs/").file_schemas()]  # doctest: +SKIP
             [['user_id', 'message'], ['user_id', 'message', 'extra']]
         """
+        self._current()
+        return self._file_schemas()
+
+    def _file_schemas(self) -> list[pa.Schema]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -484,7 +514,11 @@ class Dataset(FrameConversions):
             >>> Dataset("logs/").uniform()  # doctest: +SKIP
             True
         """
-        self.file_schemas()
+        self._current()
+        return self._uniform()
+
+    def _uniform(self) -> bool:
+        self._file_schemas()
         return self._cache.uniform
 
     def schema_conflicts(self) -> dict[str, str]:
@@ -503,10 +537,14 @@ class Dataset(FrameConversions):
             >>> Dataset("drift/").schema_conflicts()  # doctest: +SKIP
             {'id': 'part-0.parquet: int64, part-2.parquet: string'}
         """
+        self._current()
+        return self._schema_conflicts()
+
+    def _schema_conflicts(self) -> dict[str, str]:
         from bloomskip.dataset.vocabulary import relative_to
 
         seen: dict[str, dict[str, str]] = {}
-        for source, schema in zip(self.files, self.file_schemas(), strict=True):
+        for source, schema in zip(self.files, self._file_schemas(), strict=True):
             for field in schema:
                 seen.setdefault(field.name, {}).setdefault(
                     _index_type_key(field.type),
@@ -529,6 +567,7 @@ class Dataset(FrameConversions):
             >>> Dataset("drift/").scan_schema().field("id").type  # doctest: +SKIP
             DataType(string)
         """
+        self._current()
         return self._scan_schema(self.duckdb_connection())
 
     def _scan_schema(self, connection) -> pa.Schema:
@@ -551,7 +590,7 @@ class Dataset(FrameConversions):
                 except duckdb.Error as exc:
                     raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
             else:
-                schemas = self.file_schemas()
+                schemas = self._file_schemas()
                 differs = [n for n, schema in enumerate(schemas) if not schema.equals(schemas[0])]
                 if differs:
                     # An IPC file is read by its Arrow schema, as stored: there is no reading of
@@ -562,7 +601,7 @@ class Dataset(FrameConversions):
                         f"{relative_to(first, self.root)} has {_schema_text(schemas[0])}, "
                         f"{relative_to(other, self.root)} has {_schema_text(schemas[differs[0]])}"
                     )
-                cache.scan_schema = self.schema
+                cache.scan_schema = self._schema()
         return cache.scan_schema
 
     def load_sidecar(self) -> Sidecar | None:
@@ -660,6 +699,7 @@ class Dataset(FrameConversions):
         from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
+        self._current()
         borrowed = self._index_in_use()[0] if self._borrowed() else None
         try:
             # A glob served by its folder's index gets an index of its own: the folder's names
@@ -672,8 +712,8 @@ class Dataset(FrameConversions):
                     "definitions to build it again"
                 ) from exc
             previous = None  # a corrupt sidecar is rebuilt from the definitions given
-        schema = self.schema
-        conflicts = self.schema_conflicts()
+        schema = self._schema()
+        conflicts = self._schema_conflicts()
         if indexes is None or len(indexes) == 0:
             if previous is None and borrowed is not None:
                 raise BloomskipError(
@@ -739,6 +779,7 @@ class Dataset(FrameConversions):
         from bloomskip.dataset.prune import CHANGED, file_states
         from bloomskip.dataset.sidecar import SectionPayloads
 
+        self._current()
         path, root = self._index_in_use()
         sidecar = self._load_index(path)
         states = file_states(self.files, root, sidecar)
@@ -846,6 +887,7 @@ class Dataset(FrameConversions):
         from bloomskip.errors import BloomskipError, FormatError
 
         check_where(where)  # a malformed WHERE is the user's error, reported before any work
+        self._current()
         cache = self._cache
         warnings = []
         path, root = self._index_in_use()
@@ -876,7 +918,9 @@ class Dataset(FrameConversions):
         # The files' own schema when they agree: nothing to cast, dictionaries stay. Otherwise
         # that of the whole dataset's scan, as in every query: a column's type in the first
         # file may not hold another file's values (int32 and int64, int64 and string).
-        return self.schema if self.uniform() else self.scan_schema()
+        if self._uniform():
+            return self._schema()
+        return self._scan_schema(self.duckdb_connection())
 
     def query(
         self,
@@ -944,12 +988,12 @@ class Dataset(FrameConversions):
         connection = self.duckdb_connection()
         return run_query(
             result,
-            self.schema,
+            self._schema(),
             where,
             columns,
             limit,
             connection,
             self._cache.empty_results,
             scan_schema=self._scan_schema(connection),
-            uniform=self.uniform(),
+            uniform=self._uniform(),
         )

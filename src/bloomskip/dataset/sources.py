@@ -16,6 +16,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from bloomskip._sources import (
     ARROW_IPC,
@@ -373,11 +374,16 @@ def glob_root(pattern: str) -> Path:
     return Path(*fixed) if fixed else Path(".")
 
 
-def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
+def discover(
+    dataset: str | os.PathLike, formats: dict | None = None
+) -> tuple[Path, list[SourceFile]]:
     """Resolve a DATASET argument to its files.
 
     Args:
         dataset: A Parquet or Arrow IPC file, a directory of them, or a glob.
+        formats: A memo of sniffed formats, ``{(path, size, mtime_ns): format}``, kept by the
+            caller between listings so that only new or rewritten files are opened to sniff
+            their format; updated in place. None: sniff every file.
 
     Returns:
         ``(root, files)``: the directory the dataset lives in (where the default sidecar goes;
@@ -395,6 +401,16 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
     """
     text = os.fspath(dataset)
     path = Path(text)
+    memo = {} if formats is None else formats
+    used = set()
+
+    def sniffed(name: Path, size: int, mtime_ns: int) -> SourceFile:
+        key = (name, size, mtime_ns)
+        used.add(key)
+        if key not in memo:
+            memo[key] = _dataset_format(name)
+        return SourceFile(name, memo[key])
+
     if path.is_file():
         return path.resolve().parent, [SourceFile(path.resolve(), _dataset_format(path))]
     if path.is_dir():
@@ -402,22 +418,27 @@ def discover(dataset: str | os.PathLike) -> tuple[Path, list[SourceFile]]:
 
         root = path.resolve()
         selector = pafs.FileSelector(str(root), recursive=True)
-        found = [
-            Path(info.path)
+        files = [
+            sniffed(Path(info.path), info.size, info.mtime_ns)
             for info in pafs.LocalFileSystem().get_file_info(selector)
             if info.type == pafs.FileType.File and not _ignored(Path(info.path), root)
         ]
-        files = [SourceFile(name, _dataset_format(name)) for name in found]
     elif is_glob(text):
         root = glob_root(text).resolve()
-        matched = [Path(name) for name in glob.glob(text, recursive=True)]
-        files = [
-            SourceFile(name.resolve(), _dataset_format(name)) for name in matched if name.is_file()
-        ]
+        files = []
+        for name in glob.glob(text, recursive=True):
+            try:
+                stat = os.stat(name)
+            except OSError:
+                continue  # a dangling link, or a file removed since the glob listed it
+            if S_ISREG(stat.st_mode):
+                files.append(sniffed(Path(name).resolve(), stat.st_size, stat.st_mtime_ns))
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
     if not files:
         raise BloomskipError(f"{text}: the dataset holds no Parquet or Arrow IPC file")
+    for key in [key for key in memo if key not in used]:
+        del memo[key]  # files gone or rewritten: the memo holds only the current listing
     _one_format(text, files, root)
     return root, sorted(files, key=lambda source: str(source.path))
 
