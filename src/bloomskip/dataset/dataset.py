@@ -572,23 +572,35 @@ class Dataset(FrameConversions):
 
     def _scan_schema(self, connection) -> pa.Schema:
         import duckdb
+        import pyarrow as pa
 
-        from bloomskip.dataset.query import full_scan_source
+        from bloomskip.dataset.query import aliased_scan_source, full_scan_source
+        from bloomskip.dataset.translate import duckdb_aliases
         from bloomskip.dataset.vocabulary import relative_to
         from bloomskip.errors import BloomskipError
 
         cache = self._cache
         if cache.scan_schema is None:
             if all(source.format == "parquet" for source in self.files):
+                aliases = duckdb_aliases(self._schema().names)
+                source = (
+                    aliased_scan_source(self.files, self._file_schemas(), aliases)
+                    if aliases
+                    else full_scan_source(self.files)
+                )
                 try:
-                    cache.scan_schema = (
+                    scanned = (
                         connection.cursor()
-                        .sql(f"SELECT * FROM {full_scan_source(self.files)} LIMIT 0")
+                        .sql(f"SELECT * FROM {source} LIMIT 0")
                         .to_arrow_table()
                         .schema
                     )
                 except duckdb.Error as exc:
                     raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
+                names = {alias: name for name, alias in aliases}
+                cache.scan_schema = pa.schema(
+                    [field.with_name(names.get(field.name, field.name)) for field in scanned]
+                )
             else:
                 schemas = self._file_schemas()
                 differs = [n for n, schema in enumerate(schemas) if not schema.equals(schemas[0])]

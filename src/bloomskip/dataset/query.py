@@ -192,6 +192,28 @@ def full_scan_source(files) -> str:
     return f"read_parquet([{listing}], union_by_name = true)"
 
 
+def aliased_scan_source(files, file_schemas, aliases: tuple) -> str:
+    """:func:`full_scan_source` for files whose column names differ only in case: each file's
+    columns renamed by position (its clashing ones to their aliases, see
+    ``translate.duckdb_aliases``), then united by name, so DuckDB widens each column's types
+    as ``union_by_name`` does without merging two of them.
+
+    Args:
+        files: The dataset's ``SourceFile`` objects (Parquet).
+        file_schemas: The Arrow schema of each file, in the same order.
+        aliases: ``(name, alias)`` pairs.
+
+    Returns:
+        SQL for the ``FROM`` clause.
+    """
+    renamed = dict(aliases)
+    selects = []
+    for source, schema in zip(files, file_schemas, strict=True):
+        names = ", ".join(_quoted_name(renamed.get(name, name)) for name in schema.names)
+        selects.append(f"SELECT * FROM read_parquet({_quoted(source.path)}) AS t({names})")
+    return "(" + " UNION ALL BY NAME ".join(selects) + ")"
+
+
 def unified_source(result: Explanation) -> str:
     """Like :func:`parquet_source`, for files whose schemas differ: one ``union_by_name``
     reader over every file, restricted to the surviving row groups by file name and row number,
@@ -520,13 +542,17 @@ def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, in
     return parts or [(_empty_source(result), 0)]
 
 
-def select_list(columns: list[str] | str | None, kinds: tuple | None = None) -> str:
+def select_list(
+    columns: list[str] | str | None, kinds: tuple | None = None, aliases: tuple = ()
+) -> str:
     """Return the DuckDB select list for ``columns`` (names, or ClickHouse expression text).
 
     Args:
         columns: None for every column, a list of column names, or a comma-separated list of
             ClickHouse expressions.
         kinds: The dataset's column kinds (``translate.column_kinds``), to check names against.
+        aliases: ``(name, alias)`` pairs of the columns the scan reads under an alias
+            (``translate.duckdb_aliases``): they are selected by it and named back.
 
     Returns:
         DuckDB SQL text. Each expression's result column is named by its ClickHouse text (or
@@ -543,8 +569,11 @@ def select_list(columns: list[str] | str | None, kinds: tuple | None = None) -> 
     """
     from bloomskip.dataset.translate import clickhouse_to_duckdb
 
+    renamed = dict(aliases)
     if columns is None or (isinstance(columns, str) and columns.strip() == "*"):
-        return "*"
+        if not renamed:
+            return "*"
+        columns = [name for name, _ in kinds]
     if isinstance(columns, str):
         from sqlglot import exp
 
@@ -563,7 +592,9 @@ def select_list(columns: list[str] | str | None, kinds: tuple | None = None) -> 
             name = expression.alias if isinstance(expression, exp.Alias) else None
             if name is None:
                 name = value.name if isinstance(value, exp.Column) else value.sql("clickhouse")
-            translated = clickhouse_to_duckdb(value.sql("clickhouse"), kinds, predicate=False)
+            translated = clickhouse_to_duckdb(
+                value.sql("clickhouse"), kinds, predicate=False, aliases=aliases
+            )
             selected.append(f"{translated} AS {_quoted_name(name)}")
         return ", ".join(selected)
     if kinds is not None:
@@ -575,7 +606,26 @@ def select_list(columns: list[str] | str | None, kinds: tuple | None = None) -> 
                 raise UnsupportedPredicateError(
                     f"Unknown expression or function identifier `{name}`"
                 )
-    return ", ".join(_quoted_name(name) for name in columns)
+    return ", ".join(
+        f"{_quoted_name(renamed[name])} AS {_quoted_name(name)}"
+        if name in renamed
+        else _quoted_name(name)
+        for name in columns
+    )
+
+
+def aliased_view(data, aliases: tuple):
+    """What DuckDB scans for ``data`` (a ``pyarrow.dataset.Dataset``): the dataset itself, or,
+    when column names differ only in case, a scanner giving those columns their aliases
+    (``translate.duckdb_aliases``), which DuckDB would otherwise bind as one column."""
+    if not aliases:
+        return data
+    import pyarrow.compute as pc
+
+    renamed = dict(aliases)
+    return data.scanner(
+        columns={renamed.get(name, name): pc.field(name) for name in data.schema.names}
+    )
 
 
 def _quoted_name(name: str) -> str:
@@ -634,11 +684,14 @@ def run_query(
         clickhouse_to_duckdb_tables,
         column_kinds,
         conjunctions_under_or,
+        duckdb_aliases,
     )
 
-    kinds = column_kinds(scan_schema if scan_schema is not None else schema)
-    condition, value_tables = clickhouse_to_duckdb_tables(where, kinds)
-    projection = select_list(columns, kinds)
+    scanned = scan_schema if scan_schema is not None else schema
+    kinds = column_kinds(scanned)
+    aliases = duckdb_aliases(scanned.names)
+    condition, value_tables = clickhouse_to_duckdb_tables(where, kinds, aliases)
+    projection = select_list(columns, kinds, aliases)
     without_rewriter = conjunctions_under_or(where) >= REWRITER_LIMIT
     owned = None
     if connection is None or without_rewriter:
@@ -653,7 +706,8 @@ def run_query(
             cursor.register(name, table)
         with interrupting_on_sigint(cursor):
             parts, empty_key = _surviving_source(
-                cursor, result, schema, where, condition, projection, limit, uniform
+                cursor, result, scanned if aliases else schema, where, condition, projection,
+                limit, uniform, aliases,
             )
             if empty_results is not None and empty_key in empty_results:
                 return empty_results[empty_key]
@@ -684,8 +738,12 @@ def _surviving_source(
     projection: str,
     limit: int | None,
     uniform: bool,
+    aliases: tuple = (),
 ) -> tuple[list[tuple[str, int]], tuple | None]:
     """Choose how :func:`run_query` reads the surviving row groups.
+
+    Columns whose names differ only in case (``aliases``) are read through pyarrow, which
+    matches names exactly, under their aliases: DuckDB's reader would merge them.
 
     Returns:
         ``(parts, empty_key)``: the reads whose union is the ``FROM`` clause (as
@@ -698,6 +756,9 @@ def _surviving_source(
     """
     names = set(schema.names)
     parquet = all(state.source.format == "parquet" for state in result.files)
+    if aliases:
+        cursor.register(VIEW_NAME, aliased_view(surviving_dataset(result, schema), aliases))
+        return [(f"SELECT * FROM {VIEW_NAME}", 1)], None
     if parquet and not uniform:
         if ROW_NUMBER in names or FILE_COLUMN in names:
             raise BloomskipError(

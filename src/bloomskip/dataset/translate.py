@@ -103,6 +103,31 @@ def column_kinds(schema) -> tuple[tuple[str, str], ...]:
     return tuple((field.name, _kind_of(field.type)) for field in schema)
 
 
+def duckdb_aliases(names) -> tuple[tuple[str, str], ...]:
+    """The names DuckDB must see in place of columns whose names differ only in case.
+
+    ClickHouse's names are case-sensitive (``id`` and ``ID`` are two columns, as its
+    ``schema_inference_mode = 'union'`` reads a folder whose files name them so); DuckDB binds
+    names case-insensitively and would read the two as one. Each such column is scanned under
+    an alias of its own, which the translated WHERE and select list name instead.
+
+    Args:
+        names: The dataset's column names (case-sensitive, each once).
+
+    Returns:
+        ``(name, alias)`` pairs for the clashing names only (empty when none clash).
+
+    Example:
+        >>> duckdb_aliases(["id", "ID", "v"])
+        (('id', '__bloomskip_case_0'), ('ID', '__bloomskip_case_1'))
+    """
+    folded: dict[str, list[str]] = {}
+    for name in names:
+        folded.setdefault(name.casefold(), []).append(name)
+    clashing = [name for name in names if len(folded[name.casefold()]) > 1]
+    return tuple((name, f"__bloomskip_case_{n}") for n, name in enumerate(clashing))
+
+
 def _kind_of(arrow_type) -> str:
     import pyarrow as pa
 
@@ -383,7 +408,10 @@ def _integer_literal(node) -> int | None:
 
 
 def clickhouse_to_duckdb(
-    where: str, columns: tuple[tuple[str, str], ...] | None = None, predicate: bool = True
+    where: str,
+    columns: tuple[tuple[str, str], ...] | None = None,
+    predicate: bool = True,
+    aliases: tuple[tuple[str, str], ...] = (),
 ) -> str:
     """Translate a ClickHouse WHERE expression into DuckDB SQL with the same meaning.
 
@@ -395,6 +423,8 @@ def clickhouse_to_duckdb(
             column's type (``length``, ``empty``, a string compared with a number) are refused.
         predicate: Whether the expression is a WHERE (which must be a number or a boolean, as
             ClickHouse requires of a filter) rather than a selected value.
+        aliases: ``(name, alias)`` pairs (:func:`duckdb_aliases`): a column named here is
+            written as its alias, the name the scan gives it in DuckDB.
 
     Returns:
         DuckDB SQL text for the same predicate.
@@ -408,11 +438,13 @@ def clickhouse_to_duckdb(
         >>> clickhouse_to_duckdb("startsWith(url, 'https://')")
         'STARTS_WITH("url", \\'https://\\')'
     """
-    return _translate_cached(where, columns, predicate, False)[0]
+    return _translate_cached(where, columns, predicate, False, aliases)[0]
 
 
 def clickhouse_to_duckdb_tables(
-    where: str, columns: tuple[tuple[str, str], ...]
+    where: str,
+    columns: tuple[tuple[str, str], ...],
+    aliases: tuple[tuple[str, str], ...] = (),
 ) -> tuple[str, tuple[tuple[str, object], ...]]:
     """:func:`clickhouse_to_duckdb` for a query that can register Arrow tables with DuckDB.
 
@@ -424,6 +456,7 @@ def clickhouse_to_duckdb_tables(
     Args:
         where: ClickHouse expression text.
         columns: The dataset's columns and kinds (:func:`column_kinds`).
+        aliases: As :func:`clickhouse_to_duckdb` takes them.
 
     Returns:
         ``(sql, tables)``: the DuckDB SQL, and the ``(name, pyarrow.Table)`` pairs to register
@@ -438,17 +471,17 @@ def clickhouse_to_duckdb_tables(
         >>> sql.startswith('"k" IN (SELECT "value" FROM __bloomskip_set_'), tables[0][1].num_rows
         (True, 100)
     """
-    return _translate_cached(where, columns, True, True)
+    return _translate_cached(where, columns, True, True, aliases)
 
 
 @lru_cache(maxsize=TRANSLATION_CACHE_SIZE)
 def _translate_cached(
-    where: str, columns: tuple | None, predicate: bool, with_tables: bool
+    where: str, columns: tuple | None, predicate: bool, with_tables: bool, aliases: tuple = ()
 ) -> tuple[str, tuple]:
     from bloomskip._sql import call_deep
 
     kinds = dict(columns) if columns is not None else None
-    translator = _Translator(kinds, with_tables)
+    translator = _Translator(kinds, with_tables, dict(aliases))
     # A copy of its own: the translation rewrites the tree in place, and the parse is shared
     # with the condition compiler (a copy costs a third to a half of a parse).
     tree = translator.translate(call_deep(parse_where(where).copy), predicate)
@@ -464,8 +497,14 @@ class _Translator:
     """Rewrites a ClickHouse tree into a DuckDB tree, children before parents, with no
     recursion; each result carries its ClickHouse kind in ``meta["kind"]``."""
 
-    def __init__(self, kinds: dict[str, str] | None, with_tables: bool = False) -> None:
+    def __init__(
+        self,
+        kinds: dict[str, str] | None,
+        with_tables: bool = False,
+        aliases: dict[str, str] | None = None,
+    ) -> None:
         self.kinds = kinds
+        self.aliases = aliases or {}
         self.table = self.handlers()
         # Long literal lists as Arrow tables (name -> table), when the caller registers them.
         self.with_tables = with_tables
@@ -579,7 +618,7 @@ class _Translator:
                     + _suggestion(name, self.kinds)
                 )
             kind = self.kinds[name]
-        column = exp.column(exp.Identifier(this=name, quoted=True))
+        column = exp.column(exp.Identifier(this=self.aliases.get(name, name), quoted=True))
         if kind == "float32":
             # ClickHouse compares a Float32 with a Float64 constant as Float64: 0.1 (Float64)
             # is no Float32 value, so f32 = 0.1 holds for no row. Widening is exact.
