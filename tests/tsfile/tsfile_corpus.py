@@ -180,6 +180,32 @@ def pypi_tree_rows(reader: pypi_tsfile.TsFileReader, device: str, measurement: s
     return count
 
 
+def pypi_table_rows(
+    reader: pypi_tsfile.TsFileReader, device: tuple[str | None, ...], name: str
+) -> list[tuple[int, object]]:
+    """``(time, value)`` rows PyPI's ``query_table`` returns for one table-model series, its
+    device selected by tag values (a null tag by ``tag_is_null``)."""
+    result = reader.query_table(device[0], [name], tag_filter=_tag_filter(reader, device))
+    rows = []
+    while result.next():
+        if not result.is_null_by_name(name):
+            rows.append((result.get_value_by_index(1), result.get_value_by_name(name)))
+    result.close()
+    return rows
+
+
+def pypi_tree_series_rows(
+    reader: pypi_tsfile.TsFileReader, device: str, measurement: str
+) -> list[tuple[int, object]]:
+    """``(time, value)`` rows PyPI's ``query_timeseries`` returns for one series."""
+    result = reader.query_timeseries(device, [measurement], 0, 1 << 62)
+    rows = []
+    while result.next():
+        rows.append((result.get_value_by_index(1), result.get_value_by_index(2)))
+    result.close()
+    return rows
+
+
 def _tag_filter(reader: pypi_tsfile.TsFileReader, device: tuple[str | None, ...]) -> object:
     schema = reader.get_table_schema(device[0])
     tag_names = [

@@ -92,8 +92,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="For Java (signed-tail) and C++ / PyPI tsfile (unsigned-tail) readers, and "
         "for tree-model series queries (which drop a series whose filter check fails) and "
         "table-model queries (which do not consult the filter), lists the series the filter "
-        "hides. Exit status 1 when some reader's query path hides a series, or a file is "
-        "corrupt.",
+        "hides, and apart from them the series a query path misses whatever the filter holds "
+        "(the C++ tree-model query cannot name a device of two tags or with a null tag). Exit "
+        "status 1 when the filter hides a series from some reader's query path, or a file is "
+        "corrupt; the readers' own misses do not count.",
     )
     verify.add_argument("locations", nargs="+", metavar="FILE_OR_DIR", help="files or directories")
     _add_common(verify, json_flag=True, charset=True, error_rate=True)
@@ -309,6 +311,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _print_verify_text(analysis: Any, limit: int) -> None:
     if not analysis.has_filter:
         print(f"{analysis.file}: OK: no Bloom filter ({analysis.series_count} series)")
+        _print_reader_misses(analysis, limit)
         return
     status = "FALSE NEGATIVES" if analysis.false_negatives else "OK"
     print(
@@ -325,12 +328,33 @@ def _print_verify_text(analysis: Any, limit: int) -> None:
                 facts.append(f"{_QUERY_PATH_NAMES[query_path]}: filter not consulted, none hidden")
                 continue
             hidden = fact["hidden"]
-            shown = ", ".join(hidden[:limit]) + (" …" if len(hidden) > limit else "")
             facts.append(
                 f"{_QUERY_PATH_NAMES[query_path]}: "
-                + (f"{len(hidden)} series hidden: {shown}" if hidden else "none hidden")
+                + (
+                    f"{len(hidden)} series hidden by the filter: {_shown(hidden, limit)}"
+                    if hidden
+                    else "none hidden"
+                )
             )
         print(f"  {reader['name']} ({reader['hash_variant']}): " + "; ".join(facts))
+    _print_reader_misses(analysis, limit)
+
+
+def _print_reader_misses(analysis: Any, limit: int) -> None:
+    """One line per reader and query path that misses series by itself: not the filter's
+    doing, so neither in the lists above nor in the exit status."""
+    for reader in analysis.readers().values():
+        for query_path, name in _QUERY_PATH_NAMES.items():
+            missed = reader[query_path]["missed_by_reader"]
+            if missed:
+                print(
+                    f"  {reader['name']}: {name} miss {len(missed)} series whatever the filter "
+                    f"holds (the reader's own misses, not the filter's): {_shown(missed, limit)}"
+                )
+
+
+def _shown(paths: list[str], limit: int) -> str:
+    return ", ".join(paths[:limit]) + (" …" if len(paths) > limit else "")
 
 
 _QUERY_PATH_NAMES = {

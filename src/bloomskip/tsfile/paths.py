@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,13 @@ DEFAULT_CHARSET = "utf-8"
 JAVA_ENCODE_ERRORS = "replace"
 
 DeviceSegments = tuple[str | None, ...]
+#: Back-quoted names that the C++ reader's path parser unquotes (`select` reads as select).
+CPP_UNQUOTED_KEYWORDS = frozenset(
+    {"select", "device", "drop_trigger", "and", "or", "not", "null", "contains"}
+)
+_QUOTES = "`\"'"
+_QUOTE = re.compile("[`\"']")
+_REFUSED_NODE = re.compile(r"[0-9]|.*%|(?!\*+\Z).*\*", re.DOTALL)
 
 
 def split_tree_nodes(device: str) -> list[str]:
@@ -43,7 +51,7 @@ def split_tree_nodes(device: str) -> list[str]:
         >>> split_tree_nodes("root.sg.`a.b`")
         ['root', 'sg', '`a.b`']
     """
-    nodes: list[str] = []
+    nodes: list[str | None] = []
     current: list[str] = []
     quoted = False
     for char in device:
@@ -75,12 +83,92 @@ def split_tree_device(device: str) -> DeviceSegments:
         >>> split_tree_device("root.a.b.c.d")
         ('root.a.b', 'c', 'd')
     """
-    nodes = split_tree_nodes(device)
-    if len(nodes) == 1:
-        return (nodes[0],)
+    return group_tree_nodes(split_tree_nodes(device))
+
+
+def group_tree_nodes(nodes: Sequence[str]) -> DeviceSegments:
+    """Group a tree-model device's nodes into DeviceID segments (see :func:`split_tree_device`).
+
+    Example:
+        >>> group_tree_nodes(["root", "sg", "d1"])
+        ('root.sg', 'd1')
+    """
+    if len(nodes) <= 1:
+        return tuple(nodes)
     if len(nodes) <= TREE_TABLE_NAME_NODES:
         return (".".join(nodes[:-1]), nodes[-1])
     return (".".join(nodes[:TREE_TABLE_NAME_NODES]), *nodes[TREE_TABLE_NAME_NODES:])
+
+
+def cpp_tree_query_series(path: str) -> tuple[DeviceSegments, str] | None:
+    """Return the series the C++ reader reads when a tree-model query names ``path``.
+
+    PyPI ``tsfile``'s ``query_timeseries(device, [measurement])`` does not take a DeviceID: it
+    parses the text ``device.measurement`` into nodes, keeps the last as the measurement and
+    groups the others as the writers group a tree-model device (:func:`group_tree_nodes`).
+    A stored series is read only if this gives its own DeviceID and measurement back, which
+    fails for a device of more than one tag (``t1.bj.d1`` parses as ``("t1.bj", "d1")``), a
+    null tag (the text ``null`` is not a null segment), a dot in a name outside quotes, or an
+    empty name (the parser drops empty nodes). Back-quotes, double and single quotes keep a
+    dot inside a node; a back-quoted keyword of :data:`CPP_UNQUOTED_KEYWORDS` loses its quotes. The
+    parser refuses a path with a line break, unbalanced quotes, or an unquoted node that
+    starts with a digit, holds ``%``, or holds ``*`` besides other characters: the query then
+    raises ``InvalidPathError``. (Observed with PyPI ``tsfile`` 2.5 on every case named here;
+    the node rules are those of the C++ source, ``IDeviceID::split_string``.)
+
+    Args:
+        path: A series path text, ``device_path(segments) + "." + measurement``.
+
+    Returns:
+        ``(device segments, measurement)``, or None when the reader refuses the text.
+
+    Example:
+        >>> cpp_tree_query_series("root.sg.`a.b`.s1")
+        (('root.sg', '`a.b`'), 's1')
+        >>> cpp_tree_query_series("t1.bj.d1.s1")
+        (('t1.bj', 'd1'), 's1')
+        >>> cpp_tree_query_series("t1.1abc.s1") is None
+        True
+    """
+    if "\n" in path or "\r" in path:
+        return None
+    nodes: list[str] = []
+    current: list[str] = []
+    quote = ""
+    if _QUOTE.search(path):
+        for char in path:
+            if char == "." and not quote:
+                nodes.append("".join(current))
+                current = []
+                continue
+            if char in _QUOTES and quote in ("", char):
+                quote = "" if quote else char
+            current.append(char)
+        nodes.append("".join(current))
+    else:  # the common case, a character loop only where quotes can hide dots
+        nodes = path.split(".")
+    nodes = [node for node in nodes if node]
+    if quote or not nodes or any(map(_cpp_refuses, nodes)):
+        return None
+    nodes = [_cpp_unquote(node) for node in nodes]
+    return group_tree_nodes(nodes[:-1]), nodes[-1]
+
+
+def _quoted(node: str) -> bool:
+    return len(node) >= 2 and node[0] == node[-1] and node[0] in _QUOTES
+
+
+def _cpp_refuses(node: str) -> bool:
+    """Whether the C++ path parser refuses a node: unquoted, and it starts with a digit, holds
+    ``%``, or holds ``*`` besides other characters."""
+    return _REFUSED_NODE.match(node) is not None and not _quoted(node)
+
+
+def _cpp_unquote(node: str) -> str:
+    keyword = node[1:-1]
+    if node[0] == "`" and _quoted(node) and keyword.lower() in CPP_UNQUOTED_KEYWORDS:
+        return keyword
+    return node
 
 
 def table_device(table_name: str, tags: Sequence[str | None]) -> DeviceSegments:

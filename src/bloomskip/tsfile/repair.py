@@ -12,8 +12,9 @@ written through: the file it points to is repaired and the link stays a link.
 
 A ``signed-tail`` or ``unsigned-tail`` filter can hide series from the other kind of reader
 (:data:`~bloomskip.tsfile.analysis.READERS`): before anything is written, the series each
-reader's filter-consulting query path would miss in the new filter are computed and handed to
-``on_hidden`` (``bloomskip tsfile repair`` prints them as a warning).
+reader's filter-consulting query path would miss in the new filter (and would return with a
+filter holding every path) are computed and handed to ``on_hidden`` (``bloomskip tsfile
+repair`` prints them as a warning).
 
 Example:
     >>> result = repair_filter("cjk.tsfile")  # doctest: +SKIP
@@ -30,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bloomskip._atomic import atomic_writer, final_target
 from bloomskip.errors import BloomskipError, FormatError, StaleSourceError
-from bloomskip.tsfile.analysis import READER_KINDS, READERS, analyze_filter, reader_batch
+from bloomskip.tsfile.analysis import READER_KINDS, analyze_filter, query_misses, reader_batch
 from bloomskip.tsfile.codec import INT32_MAX, encode_i32, encode_uvarint
 from bloomskip.tsfile.filter import DEFAULT_ERROR_RATE, BloomFilter
 from bloomskip.tsfile.hash import HashVariant, signed_tail_flags, variants_differ
@@ -159,8 +158,9 @@ def hidden_by_filter(
     bloom_filter: BloomFilter, series: list[Series], charset: str = DEFAULT_CHARSET
 ) -> dict[str, list[str]]:
     """The series a filter hides from each reader: those whose check fails under the reader's
-    hash, on a query path that consults the filter (time columns left out: no query selects
-    them), exactly as :func:`~bloomskip.tsfile.analysis.analyze_filter` counts them.
+    hash, on a query path that consults the filter and could otherwise return them (time
+    columns and the reader's own misses left out), by the one rule
+    :func:`~bloomskip.tsfile.analysis.query_misses` that ``verify`` applies too.
 
     Args:
         bloom_filter: The filter, e.g. a repair's new one before it is written.
@@ -178,17 +178,16 @@ def hidden_by_filter(
         {'cpp': ['root.sg.设备.温度', 'root.sg.设备.湿度', 'root.sg.设备.状态']}
     """
     paths = [item.path for item in series]
-    selectable = np.fromiter((item.measurement != "" for item in series), bool, len(series))
-    hidden: dict[str, list[str]] = {}
-    for key, behaviour in READERS.items():
-        if not any(behaviour.consults_filter.values()):
-            continue
-        signed_tail = READER_KINDS[behaviour.hash_variant]
-        found = bloom_filter.contains_with(reader_batch(paths, signed_tail, charset), signed_tail)
-        missed = np.flatnonzero(~found & selectable)
-        if len(missed):
-            hidden[key] = [paths[index] for index in missed]
-    return hidden
+    accepted = {
+        kind: bloom_filter.contains_with(reader_batch(paths, signed_tail, charset), signed_tail)
+        for kind, signed_tail in READER_KINDS.items()
+    }
+    hidden, _ = query_misses(series, accepted)
+    return {
+        key: list(dict.fromkeys(path for listed in per_path.values() for path in listed))
+        for key, per_path in hidden.items()
+        if any(per_path.values())
+    }
 
 
 def _rebuilt_filter(
