@@ -40,6 +40,8 @@ from bloomskip.dataset.manifest import (
     IndexLog,
     Manifest,
     SegmentEntry,
+    _DefinitionsChanged,
+    concurrent_edit,
     identity_matches,
     is_segment_key,
     version_number,
@@ -47,7 +49,7 @@ from bloomskip.dataset.manifest import (
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP
-from bloomskip.errors import BloomskipError, FormatError, StorageError
+from bloomskip.errors import BloomskipError, CommitConflictError, FormatError, StorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,6 +60,9 @@ INDEX_DIRECTORY = "_bloomskip"
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 #: A build starts a new segment once the current one holds this many payload bytes.
 SEGMENT_TARGET_BYTES = 64 << 20
+#: How many rounds a build runs, each on top of the definitions other builds committed while
+#: the previous round ran, before it gives up (a round's segments hold only its definitions).
+BUILD_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -307,6 +312,11 @@ class LakeDataset(FrameConversions):
         new granule), every file is indexed again. The plan does not depend on ``jobs`` or
         ``client``: the segments are the same bytes however the build runs.
 
+        Two builds at once take turns: when another build commits other definitions first
+        (adds, replaces or drops an index), this one runs again on top of that version, so
+        neither loses the other's index. When both change the same index (or the granule)
+        differently, the later one fails with :class:`CommitConflictError`.
+
         Args:
             indexes: ClickHouse index definitions, added to the index's own (see
                 :func:`~bloomskip.dataset.build.merge_indexes`); None or empty: refresh.
@@ -327,14 +337,67 @@ class LakeDataset(FrameConversions):
             BloomskipError: Bad definitions, no definitions and no index, a definition or
                 granule that differs from the index's without ``replace``, a column whose type
                 differs between files, data the engine cannot hash.
-            CommitConflictError: Another build changed the definitions meanwhile.
+            CommitConflictError: Another build changed an index (or the granule) this build
+                defines too, meanwhile; or other builds kept changing the definitions.
             StorageError: The index location cannot be written.
+        """
+        from bloomskip.dataset.build import worker_count
+
+        jobs = worker_count() if jobs is None else jobs
+        files, versions = self.list_files()
+        manifest = started = self.latest_manifest(versions)
+        first: tuple | None = None  # the definitions and granule the first round built
+        notes: list[str] = []
+        for _ in range(BUILD_ROUNDS):
+            if first is not None:
+                # Another build changed the definitions while this one ran: run again on top
+                # of its version, as if this build had started after it.
+                files, versions = self.list_files()
+                manifest = self.latest_manifest(versions)
+                problem = concurrent_edit(started, manifest, *first, indexes, granule is not None)
+                if problem is not None:
+                    raise CommitConflictError(
+                        f"{self.index_location}: {problem}; run the build again"
+                    )
+            prepared, chosen = self._prepare(indexes, granule, replace, manifest, files)
+            if first is None:
+                first = tuple(item.spec for item in prepared), chosen
+            try:
+                report = self._build_on(manifest, files, prepared, chosen, progress, jobs, client)
+            except _DefinitionsChanged as exc:
+                notes.append(
+                    f"another build changed the index definitions meanwhile (version "
+                    f"{exc.latest.version}); this build ran again on top of it"
+                )
+                continue
+            report.warnings[:0] = notes
+            return report
+        raise CommitConflictError(
+            f"{self.index_location}: other builds changed the index definitions {BUILD_ROUNDS} "
+            "times while this one ran; run the build again"
+        )
+
+    def _build_on(
+        self, manifest, files, prepared, granule, progress, jobs, client
+    ) -> LakeBuildReport:
+        """One round of :meth:`build_index`: index what ``manifest`` lacks and commit.
+
+        Args:
+            manifest: The newest version (None: no index yet).
+            files: The dataset's files, from the listing ``manifest`` was found with.
+            prepared: The round's definitions (``manifest``'s with the build's own).
+            granule: The round's granule.
+            progress, jobs, client: As :meth:`build_index` takes them.
+
+        Returns:
+            The round's :class:`LakeBuildReport`.
+
+        Raises:
+            _DefinitionsChanged: Another build changed the definitions meanwhile; the
+                round's segments are deleted (no version names them).
         """
         from bloomskip.dataset.build import never_used_warnings
 
-        files, versions = self.list_files()
-        manifest = self.latest_manifest(versions)
-        prepared, granule = self._prepare(indexes, granule, replace, manifest, files)
         specs = tuple(item.spec for item in prepared)
         same = manifest is not None and (manifest.indexes, manifest.granule) == (specs, granule)
         covered = manifest.files() if same else {}
@@ -358,9 +421,6 @@ class LakeDataset(FrameConversions):
         written_before = self.log.store.stats.bytes_written
         reusable = self._sidecar_entries(prepared, granule) if manifest is None else {}
         migrated: list[str] = []
-        from bloomskip.dataset.build import worker_count
-
-        jobs = worker_count() if jobs is None else jobs
         segments, task_bytes = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
@@ -374,10 +434,18 @@ class LakeDataset(FrameConversions):
                 specs,
                 segments,
                 replace_all=not same,
+                base_definitions=(manifest.granule, manifest.indexes) if manifest else None,
                 removed=frozenset(removed),
                 table=table,
             )
-            version = self.log.commit(change).version
+            try:
+                version = self.log.commit(change).version
+            except _DefinitionsChanged:
+                # No version names these segments and no other build knows their keys: they
+                # go now rather than at a vacuum an hour later.
+                for segment in segments:
+                    self.log.store.delete(segment.key)
+                raise
         return LakeBuildReport(
             self.index_location,
             len(files),
@@ -407,7 +475,9 @@ class LakeDataset(FrameConversions):
 
         if not indexes and manifest is None:
             raise BloomskipError("no --index given and no existing index to refresh")
-        schema = self._read_schema(files[0])
+        # Every file's columns, as the sidecar layout sees them: an index may be over a column
+        # that only some files hold (the others' rows are NULLs to it, as to the scan).
+        schema = self._schema(files, manifest)
         existing = [
             prepare_index(spec.definition, schema, dict(spec.column_types))
             for spec in (manifest.indexes if manifest is not None else ())
@@ -835,6 +905,7 @@ class LakeDataset(FrameConversions):
         from bloomskip.dataset.prune import surviving_dataset
         from bloomskip.dataset.query import (
             REWRITER_LIMIT,
+            aliased_view,
             connect,
             interrupting_on_sigint,
             select_list,
@@ -843,13 +914,15 @@ class LakeDataset(FrameConversions):
             clickhouse_to_duckdb_tables,
             column_kinds,
             conjunctions_under_or,
+            duckdb_aliases,
         )
 
         schema = explanation.schema_source()
         kinds = column_kinds(schema)
-        condition, value_tables = clickhouse_to_duckdb_tables(where, kinds)
-        projection = select_list(columns, kinds)
-        data = surviving_dataset(explanation, schema, table_files)
+        aliases = duckdb_aliases(schema.names)
+        condition, value_tables = clickhouse_to_duckdb_tables(where, kinds, aliases)
+        projection = select_list(columns, kinds, aliases)
+        data = aliased_view(surviving_dataset(explanation, schema, table_files), aliases)
         suffix = "" if limit is None else f" LIMIT {int(limit)}"
         owned = None
         if conjunctions_under_or(where) >= REWRITER_LIMIT:

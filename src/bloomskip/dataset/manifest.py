@@ -12,8 +12,11 @@ create-only put (``If-None-Match: *`` on object stores, a hard link locally), so
 version *n* exactly one succeeds. The loser reads the new latest version and applies its change
 to it (a :class:`Change` is "these files now live in this segment", optionally "only where they
 still live in that one"), then tries *n* + 1: concurrent builders on disjoint files both commit,
-as Delta's log does. A reader lists ``versions/`` once and reads the newest version: it always
-sees one complete version, and a builder killed at any point leaves the last one intact.
+as Delta's log does. A change whose segments lack an index the latest version now defines (another
+build added or replaced one meanwhile) is not applied: committing it would lose that index, so the
+build runs again on top of that version (``LakeDataset.build_index``). A reader lists
+``versions/`` once and reads the newest version: it always sees one complete version, and a
+builder killed at any point leaves the last one intact.
 
 Example:
     >>> import tempfile
@@ -113,12 +116,16 @@ class Change:
 
     Attributes:
         granule: The granule mode of the new segments.
-        indexes: Their index definitions; a version with different ones conflicts unless
-            ``replace_all`` is set.
+        indexes: Their index definitions (every new segment holds exactly these); a version
+            with other ones takes the change only when ``replace_all`` is set and that version
+            still has ``base_definitions``.
         added: New segments; every file they cover now lives there.
         only_if_in: For a compaction: a file moves to a new segment only if, in the version the
             change is applied to, it still lives in one of these segment keys.
         replace_all: A rebuild with new definitions: the new segments replace every old one.
+        base_definitions: For ``replace_all``: ``(granule, indexes)`` of the version the
+            rebuild started from (None: there was no index). Only those definitions are
+            replaced: definitions another build committed meanwhile are not silently dropped.
         removed: Files to drop from the index (they no longer exist).
         table: The table snapshot the build covered (see ``Manifest.table``).
         drop: The name of an index to remove: the segments stay as they are, the new version
@@ -130,22 +137,36 @@ class Change:
     added: list[SegmentEntry] = field(default_factory=list)
     only_if_in: frozenset[str] | None = None
     replace_all: bool = False
+    base_definitions: tuple[str | int, tuple[IndexSpec, ...]] | None = None
     removed: frozenset[str] = frozenset()
     table: Mapping[str, int | str] | None = None
     drop: str | None = None
 
     def apply(self, base: Manifest | None) -> Manifest:
-        """The manifest this change makes of ``base`` (``None``: there is no index yet)."""
+        """The manifest this change makes of ``base`` (``None``: there is no index yet).
+
+        Raises:
+            _DefinitionsChanged: ``base`` defines other indexes (or another granule) than
+                the change's segments hold, and than the version the change started from:
+                another build changed the definitions meanwhile.
+        """
         number = 1 if base is None else base.version + 1
         if self.drop is not None:
             return _without_index(base, self.drop, number)
         table = self._newer_table(base.table if base is not None else None)
-        if base is None or self.replace_all:
+        if base is None:
             return Manifest(number, self.granule, self.indexes, tuple(self.added), table)
-        if (base.granule, base.indexes) != (self.granule, self.indexes):
-            raise CommitConflictError(
-                "another build changed the index definitions meanwhile; build again"
-            )
+        definitions = (base.granule, base.indexes)
+        if self.replace_all and definitions == self.base_definitions:
+            # Builds of the old definitions may have committed meanwhile: their segments hold
+            # none of the new indexes, so they go with the rest.
+            return Manifest(number, self.granule, self.indexes, tuple(self.added), table)
+        if definitions != (self.granule, self.indexes):
+            # The segments lack an index the newest version defines (or hold one it dropped):
+            # committing them would lose that index, or list bits no segment holds.
+            raise _DefinitionsChanged(base)
+        # The same definitions (also when another rebuild committed exactly this change
+        # first): this change's files move to its segments, and every other file stays.
         moved: set[str] = set()
         for segment in self.added:
             for path in segment.files:
@@ -179,6 +200,62 @@ class Change:
         return self.table if self.table["sequence"] >= recorded["sequence"] else recorded
 
 
+def concurrent_edit(
+    started: Manifest | None,
+    latest: Manifest,
+    built: Sequence[IndexSpec],
+    granule: str | int,
+    requested: Sequence[str] | None,
+    granule_requested: bool,
+) -> str | None:
+    """What another build changed meanwhile that this build sets too, or None.
+
+    A build that runs again on top of ``latest`` (its first commit found other definitions)
+    keeps what other builds committed since ``started`` and adds its own request, as if it had
+    started after them. It may set only what it saw: an index it asks for must still be as in
+    ``started`` (or already be as it asks), and so must a granule it was given. Otherwise its
+    request would silently undo another build's (a ``--replace`` of what that build replaced,
+    say), or fail for a reason its user never saw.
+
+    Args:
+        started: The version the build first started from (None: there was no index).
+        latest: The newest version.
+        built: The definitions of the build's first round (``started``'s with the request).
+        granule: The granule of the build's first round.
+        requested: The definitions given to the build (their texts; all of them parse).
+        granule_requested: Whether the build was given a granule.
+
+    Returns:
+        One line naming the index (or the granule) and what it became; None when the
+        request applies to ``latest`` as it did to ``started``.
+
+    Example:
+        >>> types = (("k", "Int64"),)
+        >>> theirs = IndexSpec("INDEX k k TYPE bloom_filter GRANULARITY 1", types)
+        >>> ours = IndexSpec("INDEX k k TYPE bloom_filter(0.2) GRANULARITY 1", types)
+        >>> latest = Manifest(2, "row-group", (theirs,), ())
+        >>> concurrent_edit(None, latest, (ours,), "row-group", ["k TYPE bloom_filter(0.2)"], False)
+        "another build changed index 'k' meanwhile (to INDEX k k TYPE bloom_filter GRANULARITY 1)"
+    """
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.dataset.build import index_name
+
+    def by_name(specs: Iterable[IndexSpec]) -> dict[str, IndexSpec]:
+        return {index_name(spec.definition): spec for spec in specs}
+
+    before = by_name(started.indexes) if started is not None else {}
+    now, wanted = by_name(latest.indexes), by_name(built)
+    for text in requested or ():
+        name = parse_index_definition(text).name
+        if now.get(name) not in (before.get(name), wanted.get(name)):
+            became = f"to {now[name].definition}" if name in now else "by dropping it"
+            return f"another build changed index {name!r} meanwhile ({became})"
+    started_granule = started.granule if started is not None else None
+    if granule_requested and latest.granule not in (started_granule, granule):
+        return f"another build changed the granule meanwhile (to {latest.granule})"
+    return None
+
+
 def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
     from bloomskip.dataset.build import index_number
 
@@ -201,6 +278,24 @@ def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
 
 def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
     return SegmentEntry(segment.key, segment.size, segment.index_spans, files, segment.schema)
+
+
+class _DefinitionsChanged(CommitConflictError):
+    """A commit whose segments were built for other index definitions than the newest version's.
+
+    A build catches it and runs again on top of :attr:`latest`; for any other change (a
+    compaction) it is the command's one-line error.
+
+    Args:
+        latest: The newest version, whose definitions the change's segments lack.
+    """
+
+    def __init__(self, latest: Manifest) -> None:
+        self.latest = latest
+        super().__init__(
+            f"another build changed the index definitions meanwhile (version {latest.version}); "
+            "run it again"
+        )
 
 
 class IndexLog:
@@ -322,8 +417,10 @@ class IndexLog:
             The version this call created.
 
         Raises:
-            CommitConflictError: The change no longer applies, or the location stayed contended
-                for :data:`COMMIT_ATTEMPTS` attempts.
+            _DefinitionsChanged: Another build changed the index definitions meanwhile (see
+                :meth:`Change.apply`).
+            CommitConflictError: The location stayed contended for :data:`COMMIT_ATTEMPTS`
+                attempts.
             StorageError: The location cannot be written.
         """
         for attempt in range(COMMIT_ATTEMPTS):
@@ -772,6 +869,7 @@ __all__ = [
     "IndexLog",
     "Manifest",
     "SegmentEntry",
+    "concurrent_edit",
     "decode_manifest",
     "encode_manifest",
     "identity_matches",
