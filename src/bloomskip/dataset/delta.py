@@ -196,8 +196,18 @@ def _files(table, location: str, schema: pa.Schema) -> tuple[TableFile, ...]:
 
 
 def _key(path: str, table) -> str:
-    """A data file's key relative to the table: the log holds relative, URI-encoded paths (and
-    absolute URIs for shallow clones, refused since their files live in another table)."""
+    """A data file's key (its path in storage, relative to the table) from a path the Delta log
+    holds: an add action's ``path``, or the file a deletion vector belongs to.
+
+    The protocol makes such a path a URI (RFC 2396): a partition value ``a b`` is written to
+    storage as ``region=a%20b/`` and logged as ``region=a%2520b/``. Decoding it once gives the
+    key; this is the only place a log path is decoded. An absolute URI (deltalake names a
+    deletion vector's file so) must lie under the table's; one outside it (a shallow clone's
+    file) is refused, since its files live in another table.
+
+    Raises:
+        BloomskipError: The path names a file outside the table's location.
+    """
     if "://" in path or path.startswith("/"):
         prefix = unquote(table.table_uri.removeprefix("file://")).rstrip("/") + "/"
         text = unquote(path.removeprefix("file://"))
@@ -255,12 +265,29 @@ def _commit_timestamp(location: str, version: int) -> int | None:
 
 
 def _keep_files(table, text: str, files) -> frozenset[str]:
-    """deltalake's own file skipping (partition values, then min/max statistics)."""
+    """deltalake's own file skipping (partition values, then min/max statistics).
+
+    ``file_uris`` is not a URI of the file: it joins the table's URI (encoded, without
+    ``file://`` for a local table) and the file's key as stored, not encoded
+    (``…/my%20dir/t/region=a%20b/part-….parquet`` for the key ``region=a%20b/part-….parquet``).
+    So the table's URI is cut off and the rest is the key, never decoded: decoding it again
+    turned ``region=a%20b`` into ``region=a b``, matched no file, and lost the partition's rows.
+    """
     from deltalake.exceptions import DeltaError
 
+    known = frozenset(item.key for item in files)
     try:
         uris = table.file_uris(file_pruning_predicate=text)
     except (DeltaError, ValueError, TypeError):
         # A predicate deltalake cannot plan prunes nothing: every file may match.
-        return frozenset(item.key for item in files)
-    return frozenset(_key(uri, table) for uri in uris)
+        return known
+    root = table.table_uri.removeprefix("file://").rstrip("/") + "/"
+    kept = set()
+    for uri in uris:
+        key = uri[len(root) :] if uri.startswith(root) else None
+        if key not in known:
+            # A name not understood could stand for any file: pruning by the rest would lose
+            # that file's rows, so nothing is pruned.
+            return known
+        kept.add(key)
+    return frozenset(kept)
