@@ -353,9 +353,9 @@ def _one_format(text: str, files: list[SourceFile], root: Path) -> None:
     )
 
 
-def _ignored(path: Path, root: Path) -> bool:
+def _ignored(relative: str) -> bool:
     # pyarrow.dataset's default ignore_prefixes: any entry under the root named "_*" or ".*".
-    return any(part.startswith(("_", ".")) for part in path.relative_to(root).parts)
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
 def is_glob(text: str) -> bool:
@@ -381,9 +381,9 @@ def discover(
 
     Args:
         dataset: A Parquet or Arrow IPC file, a directory of them, or a glob.
-        formats: A memo of sniffed formats, ``{(path, size, mtime_ns): format}``, kept by the
-            caller between listings so that only new or rewritten files are opened to sniff
-            their format; updated in place. None: sniff every file.
+        formats: A memo of the files listed before, ``{(path text, size, mtime_ns):
+            SourceFile}``, kept by the caller between listings so that only new or rewritten
+            files are opened to sniff their format; updated in place. None: sniff every file.
 
     Returns:
         ``(root, files)``: the directory the dataset lives in (where the default sidecar goes;
@@ -404,12 +404,13 @@ def discover(
     memo = {} if formats is None else formats
     used = set()
 
-    def sniffed(name: Path, size: int, mtime_ns: int) -> SourceFile:
+    def sniffed(name: str, size: int, mtime_ns: int) -> SourceFile:
         key = (name, size, mtime_ns)
         used.add(key)
-        if key not in memo:
-            memo[key] = _dataset_format(name)
-        return SourceFile(name, memo[key])
+        source = memo.get(key)
+        if source is None:
+            source = memo[key] = SourceFile(Path(name), _dataset_format(Path(name)))
+        return source
 
     if path.is_file():
         return path.resolve().parent, [SourceFile(path.resolve(), _dataset_format(path))]
@@ -417,11 +418,12 @@ def discover(
         import pyarrow.fs as pafs
 
         root = path.resolve()
+        prefix = len(str(root)) + 1
         selector = pafs.FileSelector(str(root), recursive=True)
         files = [
-            sniffed(Path(info.path), info.size, info.mtime_ns)
+            sniffed(info.path, info.size, info.mtime_ns)
             for info in pafs.LocalFileSystem().get_file_info(selector)
-            if info.type == pafs.FileType.File and not _ignored(Path(info.path), root)
+            if info.type == pafs.FileType.File and not _ignored(info.path[prefix:])
         ]
     elif is_glob(text):
         root = glob_root(text).resolve()
@@ -432,7 +434,7 @@ def discover(
             except OSError:
                 continue  # a dangling link, or a file removed since the glob listed it
             if S_ISREG(stat.st_mode):
-                files.append(sniffed(Path(name).resolve(), stat.st_size, stat.st_mtime_ns))
+                files.append(sniffed(str(Path(name).resolve()), stat.st_size, stat.st_mtime_ns))
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
     if not files:
