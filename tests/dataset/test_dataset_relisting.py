@@ -5,7 +5,6 @@ The reference is a new ``Dataset`` over the same folder, and chdb over the same 
 
 from __future__ import annotations
 
-import chdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,8 +18,8 @@ def _ids(table: pa.Table) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
 
-def _chdb_ids(pattern: str, where: str) -> list[int]:
-    text = chdb.query(f"SELECT id FROM file('{pattern}', Parquet) WHERE {where}", "CSV")
+def _chdb_ids(chdb_session, pattern: str, where: str) -> list[int]:
+    text = chdb_session.query(f"SELECT id FROM file('{pattern}', Parquet) WHERE {where}", "CSV")
     return sorted(int(line) for line in text.bytes().decode().split())
 
 
@@ -29,7 +28,7 @@ def _write(path, ids: list[int]) -> None:
 
 
 @pytest.mark.parametrize("glob", [False, True], ids=["folder", "glob"])
-def test_kept_dataset_sees_files_added_and_removed(tmp_path, glob: bool) -> None:
+def test_kept_dataset_sees_files_added_and_removed(tmp_path, glob: bool, chdb_session) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
     _write(folder / "a.parquet", [1, 2])
@@ -40,7 +39,7 @@ def test_kept_dataset_sees_files_added_and_removed(tmp_path, glob: bool) -> None
 
     _write(folder / "b.parquet", [3, 4])
     where = "id = 3"
-    expected = _chdb_ids(str(folder / "*.parquet"), where)
+    expected = _chdb_ids(chdb_session, str(folder / "*.parquet"), where)
     assert expected == [3]
     assert _ids(kept.query(where)) == expected == _ids(Dataset(target).query(where))
     assert len(kept.files) == 2

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 
-import chdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -40,8 +39,8 @@ def _write(folder) -> None:
     pq.write_table(pa.table({"v": ["e"], "id": [3], "ID": [4]}), folder / "c.parquet")
 
 
-def _chdb_rows(folder, where: str) -> list[tuple]:
-    text = chdb.query(
+def _chdb_rows(chdb_session, folder, where: str) -> list[tuple]:
+    text = chdb_session.query(
         f"SELECT v, id, ID FROM file('{folder}/*.parquet', Parquet) WHERE {where} "
         "SETTINGS schema_inference_mode = 'union'",
         "JSONCompact",
@@ -52,9 +51,7 @@ def _chdb_rows(folder, where: str) -> list[tuple]:
 
 
 def _rows(table: pa.Table) -> list[tuple]:
-    return sorted(
-        zip(*(table.column(name).to_pylist() for name in ("v", "id", "ID")), strict=True)
-    )
+    return sorted(zip(*(table.column(name).to_pylist() for name in ("v", "id", "ID")), strict=True))
 
 
 @pytest.fixture(params=["sidecar", "segmented", "s3"])
@@ -73,7 +70,7 @@ def layout(request, tmp_path):
 
 
 @pytest.mark.parametrize("index", INDEXES)
-def test_names_differing_in_case_are_two_columns(layout, index) -> None:
+def test_names_differing_in_case_are_two_columns(layout, index, chdb_session) -> None:
     make, folder = layout
     dataset = make()
     if index is not None:
@@ -81,18 +78,21 @@ def test_names_differing_in_case_are_two_columns(layout, index) -> None:
     names = dataset.query("1 = 1").column_names
     assert sorted(names) == ["ID", "id", "v"]
     for where in WHERES:
-        assert _rows(dataset.query(where)) == _chdb_rows(folder, where), (index, where)
+        assert _rows(dataset.query(where)) == _chdb_rows(chdb_session, folder, where), (
+            index,
+            where,
+        )
     assert dataset.query("ID = 4", ["ID", "v"]).to_pylist() == [{"ID": 4, "v": "e"}]
 
 
-def test_one_file_holding_both_names(tmp_path) -> None:
+def test_one_file_holding_both_names(tmp_path, chdb_session) -> None:
     folder = tmp_path / "one"
     folder.mkdir()
     pq.write_table(pa.table({"id": [1, 2], "ID": [2, 1]}), folder / "both.parquet")
     dataset = Dataset(folder)
     dataset.build_index(["ID TYPE bloom_filter(0.01)"], progress=False)
     for where in ["ID = 2", "id = 2", "ID = 1 AND id = 2"]:
-        text = chdb.query(
+        text = chdb_session.query(
             f"SELECT id, ID FROM file('{folder}/both.parquet', Parquet) WHERE {where}", "CSV"
         )
         expected = [tuple(map(int, line.split(","))) for line in text.bytes().decode().split()]

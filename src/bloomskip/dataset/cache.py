@@ -45,6 +45,8 @@ class DatasetCache:
         file_schemas: The Arrow schema of each file.
         uniform: Whether every file has the same Arrow and Parquet schema (valid once
             :attr:`file_schemas` is set).
+        partitioning: The partition columns of the files' ``key=value`` folders and their
+            values (``dataset/hive.py``), once derived.
 
     Example:
         >>> cache = DatasetCache()
@@ -66,6 +68,7 @@ class DatasetCache:
     schema: pa.Schema | None = None
     file_schemas: list[pa.Schema] | None = None
     uniform: bool = True
+    partitioning: Any = None
 
     def refresh(self, files: Sequence[SourceFile], sidecar: str | os.PathLike) -> None:
         """Invalidate the cache when a file or the sidecar changed since the last refresh.

@@ -443,13 +443,29 @@ class Dataset(FrameConversions):
     def _schema(self) -> pa.Schema:
         import pyarrow as pa
 
+        from bloomskip.dataset.hive import partitioning
+        from bloomskip.dataset.vocabulary import relative_to
+
         if self._cache.schema is None:
             fields: dict[str, pa.Field] = {}
             for schema in self._file_schemas():
                 for field in schema:
                     fields.setdefault(field.name, field)
-            self._cache.schema = pa.schema(list(fields.values()))
+            # The columns of key=value folders follow the files' own (dataset/hive.py).
+            self._cache.partitioning = partitioning(
+                [str(source.path) for source in self.files],
+                {name: field.type for name, field in fields.items()},
+                [relative_to(source.path, self.root) for source in self.files],
+            )
+            self._cache.schema = pa.schema(
+                list(fields.values()) + list(self._cache.partitioning.fields)
+            )
         return self._cache.schema
+
+    def _partitioning(self):
+        """The partition columns of the files' ``key=value`` folders and their values."""
+        self._schema()
+        return self._cache.partitioning
 
     def file_schemas(self) -> list[pa.Schema]:
         """The Arrow schema of each file, in dataset order (footers read once).
@@ -600,6 +616,7 @@ class Dataset(FrameConversions):
                 names = {alias: name for name, alias in aliases}
                 cache.scan_schema = pa.schema(
                     [field.with_name(names.get(field.name, field.name)) for field in scanned]
+                    + list(self._partitioning().fields)
                 )
             else:
                 schemas = self._file_schemas()
@@ -742,6 +759,8 @@ class Dataset(FrameConversions):
         ]
         requested = [prepare_index(text, schema, None, conflicts) for text in indexes]
         prepared = merge_indexes(existing, requested, replace)
+        for item in prepared:
+            self._partitioning().check_index(item.spec.definition, item.columns)
         granule = resolve_granule(granule, previous.granule if previous else None, replace)
         if client is not None:
             raise BloomskipError(
@@ -923,6 +942,7 @@ class Dataset(FrameConversions):
                 warnings.append(f"{state.relative_path}: {verb}; scanning it")
         result.warnings = warnings + result.warnings
         result.schema_source = self._handoff_schema
+        result.table_files = self._partitioning().table_files()
         return result
 
     def _handoff_schema(self) -> pa.Schema:
@@ -930,7 +950,7 @@ class Dataset(FrameConversions):
         # The files' own schema when they agree: nothing to cast, dictionaries stay. Otherwise
         # that of the whole dataset's scan, as in every query: a column's type in the first
         # file may not hold another file's values (int32 and int64, int64 and string).
-        if self._uniform():
+        if self._uniform() and not self._partitioning():
             return self._schema()
         return self._scan_schema(self.duckdb_connection())
 
@@ -1008,4 +1028,5 @@ class Dataset(FrameConversions):
             self._cache.empty_results,
             scan_schema=self._scan_schema(connection),
             uniform=self._uniform(),
+            table_files=self._partitioning().table_files(),
         )

@@ -484,6 +484,9 @@ class LakeDataset(FrameConversions):
         ]
         requested = [prepare_index(text, schema) for text in indexes or ()]
         prepared = merge_indexes(existing, requested, replace)
+        partitions = self._partitioning(files, schema)
+        for item in prepared:
+            partitions.check_index(item.spec.definition, item.columns)
         return prepared, resolve_granule(
             granule, manifest.granule if manifest is not None else None, replace
         )
@@ -716,6 +719,7 @@ class LakeDataset(FrameConversions):
         index_io = self._io_snapshot()
         footers = self._describe(explanation) if describe_data else 0
         explanation.schema_source = lambda: self._schema(files, manifest)
+        explanation.table_files = self._table_files(explanation)
         explanation.io = {
             "index_requests": index_io[0] - before[0],
             "index_bytes": index_io[1] - before[1],
@@ -832,6 +836,8 @@ class LakeDataset(FrameConversions):
         return self._schema(files, self.latest_manifest(versions))
 
     def _schema(self, files, manifest) -> pa.Schema:
+        import pyarrow as pa
+
         schemas = []
         described: set[str] = set()
         listed = {item.key: item for item in files}
@@ -847,7 +853,25 @@ class LakeDataset(FrameConversions):
                 described.update(current)
         # Files no segment describes as they are now (new, rewritten): their footers are read.
         schemas += [self._read_schema(item) for item in files if item.key not in described]
-        return self._unify(schemas, [item.key for item in files])
+        held = self._unify(schemas, [item.key for item in files])
+        # The columns of key=value folders follow the files' own (dataset/hive.py).
+        return pa.schema(list(held) + list(self._partitioning(files, held).fields))
+
+    def _partitioning(self, files, schema):
+        """The partition columns of the files' ``key=value`` folders and each file's values.
+
+        Args:
+            files: The listed files (``ListedFile``), in key order.
+            schema: The columns the files hold, or the whole schema (partition columns
+                already typed in it keep their types).
+        """
+        from bloomskip.dataset.hive import partitioning
+
+        return partitioning(
+            [str(self._source(item).path) for item in files],
+            {field.name: field.type for field in schema},
+            [item.key for item in files],
+        )
 
     def _unify(self, schemas: list, keys: list[str]) -> pa.Schema:
         import pyarrow as pa
@@ -897,7 +921,23 @@ class LakeDataset(FrameConversions):
 
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB)."""
-        return self._run_on(explanation, where, columns, limit, None)
+        return self._run_on(explanation, where, columns, limit, explanation.table_files)
+
+    def _table_files(self, explanation: Explanation) -> dict | None:
+        """The partition values of the files' ``key=value`` folders, as the scan adds them
+        (``TableFile`` by key), or None without such folders (the schema is then not read)."""
+        from bloomskip.dataset.hive import partitioning, path_partitions
+
+        states = explanation.files
+        if not states or not path_partitions(str(states[0].source.path)):
+            return None
+        # Typed as the dataset's schema types them (a column the files hold keeps its type).
+        schema = explanation.schema_source()
+        return partitioning(
+            [str(state.source.path) for state in states],
+            {field.name: field.type for field in schema},
+            [state.relative_path for state in states],
+        ).table_files()
 
     def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
         import duckdb

@@ -98,6 +98,8 @@ class Explanation:
             predicate that pruning was given (``files`` then holds only the kept ones).
         where: The WHERE the indexes were evaluated for.
         granule: The sidecar's granule (``"row-group"`` or a row count), None without one.
+        table_files: Values :meth:`to_dataset` adds as columns, by file (``TableFile`` by
+            relative path): the partition values of ``key=value`` folders; None: none.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -114,6 +116,7 @@ class Explanation:
     table: dict | None = None
     where: str | None = None
     granule: str | None = None
+    table_files: Mapping | None = field(default=None, repr=False)
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
@@ -161,7 +164,7 @@ class Explanation:
 
         if self.schema_source is None:
             raise BloomskipError("this explanation has no schema: make it with Dataset.explain")
-        return surviving_dataset(self, self.schema_source())
+        return surviving_dataset(self, self.schema_source(), self.table_files)
 
 
 def surviving_dataset(
@@ -212,6 +215,11 @@ def surviving_dataset(
             )
             if table_file is not None and table_file.deleted is not None:
                 batches.extend(_without_deleted(fragment, state, groups, table_file, schema))
+            elif _holds_partition_columns(table_file, fragment):
+                # A partition value overrides the file's own column of that name (ClickHouse's
+                # hive rule): pyarrow fills only the columns a file lacks.
+                table = fragment.to_table(schema=schema)
+                batches.extend(_with_partition_values(table, table_file, schema).to_batches())
             elif _has_view_types(state, fragment):
                 # pyarrow's dataset filters have no kernels for view types (pyarrow 26: "no
                 # kernel matching input types (string, string_view)"), and DuckDB pushes its
@@ -249,6 +257,23 @@ def _has_view_types(state: FileState, fragment) -> bool:
             return True
         pending.extend(arrow_type.field(number).type for number in range(arrow_type.num_fields))
     return False
+
+
+def _holds_partition_columns(table_file, fragment) -> bool:
+    if table_file is None or not table_file.partition:
+        return False
+    return any(name in fragment.physical_schema.names for name in table_file.partition)
+
+
+def _with_partition_values(table: pa.Table, table_file, schema: pa.Schema) -> pa.Table:
+    """``table`` with each partition column set to the file's partition value."""
+    import pyarrow as pa
+
+    for name, value in table_file.partition.items():
+        arrow_type = schema.field(name).type
+        column = pa.repeat(pa.scalar(value, arrow_type), table.num_rows)
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
 
 
 def _partition_expression(table_file, schema: pa.Schema):

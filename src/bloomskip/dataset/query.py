@@ -189,7 +189,8 @@ def full_scan_source(files) -> str:
         "read_parquet(['/d/a.parquet', '/d/b.parquet'], union_by_name = true)"
     """
     listing = ", ".join(_quoted(source.path) for source in files)
-    return f"read_parquet([{listing}], union_by_name = true)"
+    # The partition columns of key=value folders are bloomskip's own (dataset/hive.py).
+    return f"read_parquet([{listing}], union_by_name = true, hive_partitioning = false)"
 
 
 def aliased_scan_source(files, file_schemas, aliases: tuple) -> str:
@@ -210,7 +211,10 @@ def aliased_scan_source(files, file_schemas, aliases: tuple) -> str:
     selects = []
     for source, schema in zip(files, file_schemas, strict=True):
         names = ", ".join(_quoted_name(renamed.get(name, name)) for name in schema.names)
-        selects.append(f"SELECT * FROM read_parquet({_quoted(source.path)}) AS t({names})")
+        selects.append(
+            f"SELECT * FROM read_parquet({_quoted(source.path)}, hive_partitioning = false) "
+            f"AS t({names})"
+        )
     return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
 
@@ -642,6 +646,7 @@ def run_query(
     empty_results: dict | None = None,
     scan_schema=None,
     uniform: bool = True,
+    table_files=None,
 ):
     """Read the surviving row groups and return the rows satisfying ``where``.
 
@@ -667,6 +672,9 @@ def run_query(
             WHERE is typed against it. ``schema`` when None.
         uniform: Whether every file has the same schema; when not, one ``union_by_name``
             reader over all files reads the surviving row groups (:func:`unified_source`).
+        table_files: The partition values of each file (``TableFile`` by relative path), from
+            its ``key=value`` folders (``dataset/hive.py``): such files are read through
+            pyarrow, with those values as columns.
 
     Returns:
         A ``pyarrow.Table``.
@@ -706,8 +714,8 @@ def run_query(
             cursor.register(name, table)
         with interrupting_on_sigint(cursor):
             parts, empty_key = _surviving_source(
-                cursor, result, scanned if aliases else schema, where, condition, projection,
-                limit, uniform, aliases,
+                cursor, result, scanned if aliases or table_files else schema, where,
+                condition, projection, limit, uniform, aliases, table_files,
             )
             if empty_results is not None and empty_key in empty_results:
                 return empty_results[empty_key]
@@ -739,6 +747,7 @@ def _surviving_source(
     limit: int | None,
     uniform: bool,
     aliases: tuple = (),
+    table_files=None,
 ) -> tuple[list[tuple[str, int]], tuple | None]:
     """Choose how :func:`run_query` reads the surviving row groups.
 
@@ -756,8 +765,9 @@ def _surviving_source(
     """
     names = set(schema.names)
     parquet = all(state.source.format == "parquet" for state in result.files)
-    if aliases:
-        cursor.register(VIEW_NAME, aliased_view(surviving_dataset(result, schema), aliases))
+    if aliases or table_files:
+        view = aliased_view(surviving_dataset(result, schema, table_files), aliases)
+        cursor.register(VIEW_NAME, view)
         return [(f"SELECT * FROM {VIEW_NAME}", 1)], None
     if parquet and not uniform:
         if ROW_NUMBER in names or FILE_COLUMN in names:

@@ -217,7 +217,17 @@ class TableDataset(LakeDataset):
     def _schema(self, files, manifest) -> pa.Schema:
         return self.snapshot.schema
 
+    def _partitioning(self, files, schema):
+        """None: a table's partition values are its log's, never its folder names."""
+        from bloomskip.dataset.hive import Partitioning
+
+        return Partitioning((), {}, {})
+
+    def _table_files(self, explanation: Explanation) -> dict:
+        """The snapshot's files: their partition values (from the log) and deletes."""
+        return self.table_files
+
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read what ``explanation`` keeps, with partition values and deletes applied, and
         filter it exactly; see :meth:`LakeDataset.run`."""
-        return self._run_on(explanation, where, columns, limit, self.table_files)
+        return self._run_on(explanation, where, columns, limit, explanation.table_files)
