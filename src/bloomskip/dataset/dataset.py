@@ -464,6 +464,10 @@ class Dataset(FrameConversions):
 
     def _partitioning(self):
         """The partition columns of the files' ``key=value`` folders and their values."""
+        from bloomskip.dataset.hive import Partitioning, path_partitions
+
+        if self._cache.partitioning is None and not path_partitions(str(self.files[0].path)):
+            return Partitioning((), {}, {})  # no partition folder: no footer is read for it
         self._schema()
         return self._cache.partitioning
 
