@@ -28,6 +28,7 @@ from test_dataset_query_corpus import PREDICATES
 from bloomskip import Dataset
 from bloomskip.cli import main
 from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.errors import StorageError
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -69,8 +70,21 @@ def _roaring(positions: np.ndarray) -> bytes:
     return struct.pack("<IQI", PORTABLE_MAGIC, 1, 0) + bitmap  # one 32-bit bitmap, high key 0
 
 
-def delete_rows(location: str, file_path: str, positions: list[int]) -> None:
-    """Commit a deletion vector removing ``positions`` (all of them so far) from one file."""
+def delete_rows(
+    location: str, file_path: str, positions: list[int], outside: Path | None = None
+) -> Path:
+    """Commit a deletion vector removing ``positions`` (all of them so far) from one file.
+
+    Args:
+        location: The table's folder.
+        file_path: The data file's path as its add action holds it.
+        positions: Every row position the file has lost.
+        outside: A folder to store the vector in, named by an absolute URI (``storageType``
+            ``p``), instead of the table's folder.
+
+    Returns:
+        The vector's file.
+    """
     root = Path(location)
     log = sorted((root / "_delta_log").glob("*.json"))
     adds = {}
@@ -82,13 +96,14 @@ def delete_rows(location: str, file_path: str, positions: list[int]) -> None:
     add = adds[file_path]
     data = _roaring(np.asarray(positions))
     name = uuid.uuid4()
-    with open(root / f"deletion_vector_{name}.bin", "wb") as out:
+    stored = (outside or root) / f"deletion_vector_{name}.bin"
+    with open(stored, "wb") as out:
         out.write(
             b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
         )
     vector = {
-        "storageType": "u",
-        "pathOrInlineDv": _z85(name.bytes),
+        "storageType": "p" if outside else "u",
+        "pathOrInlineDv": stored.as_uri() if outside else _z85(name.bytes),
         "offset": 1,
         "sizeInBytes": len(data),
         "cardinality": len(set(positions)),
@@ -112,6 +127,7 @@ def delete_rows(location: str, file_path: str, positions: list[int]) -> None:
     version = len(log)
     target = root / "_delta_log" / f"{version:020d}.json"
     target.write_text("".join(json.dumps(action) + "\n" for action in actions))
+    return stored
 
 
 def _reader_rows(location: str, version: int) -> pa.Table:
@@ -189,3 +205,75 @@ def test_a_vector_changes_no_file_so_a_refresh_indexes_nothing(table_with_vector
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # JSON lines
     assert sorted(row["id"] for row in rows) == _expected_ids(location, 4, f"k = {victim}")
     assert 5 not in {row["id"] for row in rows}
+
+
+# -- vectors that cannot be read, or live outside the table -----------------------------------
+
+
+@pytest.fixture
+def one_vector(tmp_path) -> tuple[str, str]:
+    """An indexed table of one file (500 rows), then a commit deleting rows 1 to 3 of it."""
+    location = str(tmp_path / "events")
+    deltalake.write_deltalake(
+        location,
+        make_table(500, 1, 0),
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
+    Dataset(location).build_index(INDEXES, progress=False)
+    (path,) = deltalake.DeltaTable(location).file_uris()
+    return location, Path(path).name
+
+
+def _damage(vector: Path, how: str) -> None:
+    if how == "corrupt":
+        data = bytearray(vector.read_bytes())
+        data[12] ^= 0xFF  # inside the bitmap: its CRC-32 no longer matches
+        vector.write_bytes(bytes(data))
+    elif how == "truncated":
+        vector.write_bytes(vector.read_bytes()[:9])
+    else:
+        vector.unlink()
+
+
+def _assert_refused(location: str, vector: Path, capsys) -> None:
+    """The library raises StorageError naming the table and the vector; the CLI prints that on
+    one line and exits 2. deltalake's reader refuses the version too (never rows without the
+    deletes)."""
+    with pytest.raises(deltalake.exceptions.DeltaError):
+        _reader_rows(location, 1)
+    with pytest.raises(StorageError) as raised:
+        Dataset(location)
+    message = str(raised.value)
+    assert message.startswith(location) and vector.name in message
+    assert "\n" not in message
+    capsys.readouterr()
+    assert main(["query", location, "--where", "id = 5"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err
+    assert vector.name in lines[0] and "deletion vector" in lines[0]
+
+
+@pytest.mark.parametrize("how", ["corrupt", "truncated", "missing"])
+def test_an_unreadable_vector_is_a_storage_error(one_vector, how, capsys):
+    location, file_path = one_vector
+    vector = delete_rows(location, file_path, [1, 2, 3])
+    _damage(vector, how)
+    _assert_refused(location, vector, capsys)
+
+
+def test_a_vector_outside_the_table_is_applied_as_deltalake_applies_it(
+    one_vector, tmp_path, capsys
+):
+    location, file_path = one_vector
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    vector = delete_rows(location, file_path, [1, 2, 3, 250], outside=elsewhere)
+    assert _reader_rows(location, 1).num_rows == 496
+    dataset = Dataset(location)
+    for where in ["id >= 0", "id IN (1, 2, 3, 4, 250)", "k = 7"]:
+        got = sorted(dataset.query(where, columns=["id"]).column("id").to_pylist())
+        assert got == _expected_ids(location, 1, where), where
+    vector.unlink()  # and once it is gone, it is refused as a vector inside the table is
+    _assert_refused(location, vector, capsys)

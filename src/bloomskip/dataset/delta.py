@@ -160,7 +160,7 @@ def _files(table, location: str, schema: pa.Schema) -> tuple[TableFile, ...]:
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
     if actions.num_rows == 0:
         return ()
-    deleted = _deleted_positions(table)
+    deleted = _deleted_positions(table, location)
     partition_columns = list(table.metadata().partition_columns)
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
@@ -220,23 +220,40 @@ def _key(path: str, table) -> str:
     return unquote(path)
 
 
-def _deleted_positions(table) -> dict:
-    """Per file key, the row positions its deletion vector removes (sorted int64)."""
+def _deleted_positions(table, location: str) -> dict:
+    """Per file key, the row positions its deletion vector removes (sorted int64).
+
+    deltalake reads every vector, wherever its descriptor puts it: in the table's folder
+    (``storageType`` ``u``), inline (``i``) or at an absolute path (``p``), even one outside the
+    table's location, which its own reader applies too; so does bloomskip.
+
+    Raises:
+        StorageError: A vector cannot be read: its file is missing, or its bytes fail their
+            CRC-32 or do not parse (deltalake's message names the file).
+    """
     import numpy as np
     import pyarrow as pa
+    from deltalake.exceptions import DeltaError
 
     if "deletionVectors" not in set(table.protocol().reader_features or ()):
         return {}
-    reader = pa.RecordBatchReader.from_stream(table.deletion_vectors())
     found = {}
-    for batch in reader:
-        paths = batch.column("filepath").to_pylist()
-        vectors = batch.column("selection_vector")
-        offsets = vectors.offsets.to_numpy()
-        keep = vectors.values.to_numpy(zero_copy_only=False)
-        for number, path in enumerate(paths):
-            mask = keep[offsets[number] : offsets[number + 1]]
-            found[_key(path, table)] = np.flatnonzero(~mask).astype(np.int64)
+    try:
+        # The stream may fail at any batch, not only when it is opened.
+        for batch in pa.RecordBatchReader.from_stream(table.deletion_vectors()):
+            paths = batch.column("filepath").to_pylist()
+            vectors = batch.column("selection_vector")
+            offsets = vectors.offsets.to_numpy()
+            keep = vectors.values.to_numpy(zero_copy_only=False)
+            for number, path in enumerate(paths):
+                mask = keep[offsets[number] : offsets[number + 1]]
+                found[_key(path, table)] = np.flatnonzero(~mask).astype(np.int64)
+    except (DeltaError, OSError, pa.ArrowException) as exc:
+        # Without the vector the file's deleted rows would come back: nothing can be read.
+        raise StorageError(
+            f"{location}: cannot read a deletion vector of version {table.version()}: "
+            f"{one_line(exc)}"
+        ) from exc
     return found
 
 
