@@ -631,6 +631,11 @@ _TYPED_CASES = [
     ("i_f32", "f32 = Infinity"),
     ("i_f32", "f32 = nan"),
     ("i_f32", "f32 IN (nan, 0.5)"),
+    # A NaN is looked up by its bits, whose sign the constant gives (-nan is nan's).
+    ("i_f32", "f32 IN (-nan, 0.5)"),
+    ("i_f32", "f32 IN (-(nan), 0.5)"),
+    ("i_f32", "f32 IN ('-nan', 0.5)"),
+    ("i_f32", "f32 IN (toFloat64('-nan'), 0.5)"),
     ("i_f32", "f32 = 3.4028234663852886e38"),
     ("i_f32", "isNaN(f32)"),
 ]

@@ -168,6 +168,12 @@ class _ConstantReader:
             text = str(node.this)
             return _Constant("int", int(text, 16)) if text else None
         if isinstance(node, exp.Neg):
+            word = node.this
+            nan_word = isinstance(word, exp.Column) and word.name.lower() == "nan"
+            if nan_word and _is_float_keyword(word):
+                # ClickHouse's parser reads `-nan` as the literal nan, sign bit clear (verified
+                # with chdb: 0x7ff8..., where -(nan) negates it to 0xfff8...).
+                return self.read(word)
             inner = self.read(node.this)
             if inner is not None and inner.kind in ("int", "float"):
                 return _Constant(inner.kind, -inner.value)
@@ -404,7 +410,9 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
             return None
         as_float = float(value)
         if math.isnan(as_float):
-            return math.nan  # hashed as ClickHouse's quiet NaN, which widens back unchanged
+            # The quiet NaN of the constant's sign ('-nan' and -(nan) are 0xfff8..., verified
+            # with chdb), which a Float32 narrows to and widens back from unchanged.
+            return math.copysign(math.nan, as_float)
         if kind == "int" and int(as_float) != value:
             return None  # not exactly representable
         with np.errstate(over="ignore"):
@@ -644,7 +652,8 @@ class _Values:
         ClickHouse probes only the constant's own sign and loses the rows holding the other
         one (verified with chdb: ``f = -0.0`` counts 0 rows with the index, 1 without). Here a
         zero is probed with both signs when any value may match, and dropped when all must
-        (hasAll).
+        (hasAll). A NaN is probed with its own bits, as an ``IN`` set holds them (its sign
+        is the constant's, see :func:`_convert_scalar`).
         """
         cached = self.__dict__.get("_hashes")
         if cached is None:

@@ -264,6 +264,7 @@ def clickhouse_type_for(arrow_type: pa.DataType, nullable: bool = False) -> str:
 
     Returns:
         A ClickHouse type name, e.g. ``"UInt32"``, ``"DateTime64(3, 'UTC')"``, ``"Array(String)"``.
+        A timestamp is in UTC whatever its Arrow zone, as ClickHouse reads Parquet.
 
     Raises:
         UnsupportedTypeError: For Arrow types with no bloom-filter-indexable ClickHouse match.
@@ -313,11 +314,15 @@ def _clickhouse_type_for(arrow_type: pa.DataType) -> str:
     if t.is_fixed_size_binary(arrow_type):
         return f"FixedString({arrow_type.byte_width})"
     if t.is_timestamp(arrow_type):
+        # ClickHouse reads every Parquet timestamp, zoned or not, as DateTime64(p, 'UTC') and a
+        # string constant compared with it as a UTC time (verified with chdb, in any session
+        # zone); the exact filter reads it so too (dataset/translate.py). The Arrow zone only
+        # labels the stored UTC instant, which is what is hashed: typing the column in that
+        # zone would read the constant there and probe another instant.
         precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[arrow_type.unit]
-        zone = f", {_quote(arrow_type.tz)}" if arrow_type.tz else ""
         if precision == 0:
-            return f"DateTime({_quote(arrow_type.tz)})" if arrow_type.tz else "DateTime"
-        return f"DateTime64({precision}{zone})"
+            return "DateTime('UTC')"
+        return f"DateTime64({precision}, 'UTC')"
     if t.is_dictionary(arrow_type):
         return f"LowCardinality({_clickhouse_type_for(arrow_type.value_type)})"
     if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):

@@ -504,9 +504,39 @@ def _condition(spec, where, condition_cache):
         if len(condition_cache) > 256:
             condition_cache.clear()
         definition = parse_index_definition(spec.definition)
-        condition = compile_condition(where, definition, dict(spec.column_types))
+        condition = compile_condition(where, definition, _probe_types(spec.column_types))
         condition_cache[condition_key] = condition
     return condition
+
+
+def _probe_types(column_types) -> dict[str, str]:
+    """The types a condition converts its constants to: the stored ones, timestamps in UTC.
+
+    An index built before timestamps were typed in UTC (as ClickHouse reads every Parquet
+    timestamp, see ``clickhouse_type_for``) recorded the file's zone, e.g.
+    ``DateTime64(6, 'Europe/Paris')``. Its hashes are the same (a timestamp hashes its UTC
+    ticks in any zone), but a constant read in that zone is another instant than the one the
+    exact filter keeps, which reads it in UTC.
+    """
+    from bloomskip.clickhouse.types import parse_clickhouse_type
+
+    return {
+        name: str(_in_utc(parse_clickhouse_type(text))) if "DateTime" in text else text
+        for name, text in column_types
+    }
+
+
+def _in_utc(parsed):
+    """``parsed`` with the zone of every DateTime / DateTime64 in it set to UTC."""
+    from bloomskip.clickhouse.types import ClickHouseType
+
+    if parsed.name == "DateTime":
+        return ClickHouseType("DateTime", ("UTC",))
+    if parsed.name == "DateTime64":
+        return ClickHouseType("DateTime64", (parsed.arguments[0], "UTC"))
+    if parsed.name in ("Nullable", "LowCardinality", "Array", "Map"):
+        return ClickHouseType(parsed.name, tuple(_in_utc(item) for item in parsed.arguments))
+    return parsed
 
 
 def _engine_index(number, spec, states, indexed, cache):

@@ -40,6 +40,9 @@ ClickHouse                      DuckDB
                                 elements converted to the column's type
 ``=``, ``<``, ... on floats     IEEE: a NaN compares false (DuckDB orders NaN above all);
                                 a Float32 column compares as Float64, as ClickHouse does
+``x IN (...)`` on floats        by bit pattern, as ClickHouse's set (``f IN (0)`` is not
+                                true for -0.0): a zero or NaN ``x`` compares
+                                ``CAST(x AS BIT)``, in a CASE (see bitwise_membership)
 ==============================  ======================================================
 
 plus ``!=``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``, ``equals``/``notEquals``,
@@ -604,7 +607,9 @@ class _Translator:
         from sqlglot import exp
 
         if _is_number_word(node):
-            return _typed(_float_constant(node.name.lower()), "float64")
+            constant = _typed(_float_constant(node.name.lower()), "float64")
+            constant.meta["number_word"] = node.name.lower()
+            return constant
         if node.table:
             raise UnsupportedPredicateError(
                 f"{node.sql('clickhouse')}: a WHERE over a dataset names columns without a table"
@@ -642,9 +647,28 @@ class _Translator:
         return _typed(node, "list" if literals.array else "literal list")
 
     def negation(self, node):
+        from sqlglot import exp
+
         inner = _kind(node.this)
         if inner not in NUMERIC_KINDS | {"any"}:
             raise UnsupportedPredicateError(f"{node.sql('clickhouse')}: negation of a non-number")
+        # The signs of a zero and of a NaN tell them apart in an IN set (see bitwise_membership).
+        if node.this.meta.get("number_word") == "nan":
+            # ClickHouse's parser reads `-nan` as the literal nan, sign bit clear (verified with
+            # chdb: 0x7ff8..., where -(nan) negates it to 0xfff8...).
+            return node.this
+        literal = node.this.unnest()
+        if (
+            isinstance(literal, exp.Literal)
+            and _kind(literal) == "float64"
+            and float(literal.this) == 0
+        ):
+            # ClickHouse reads 0.0 as a Float64, whose negation is -0.0; DuckDB reads it as a
+            # DECIMAL, whose negation is 0 (a DOUBLE +0.0).
+            return _typed(
+                exp.Cast(this=exp.Literal.string("-0.0"), to=exp.DataType.build("DOUBLE")),
+                "float64",
+            )
         return _typed(node, "int" if inner in ("int", "uint") else inner)
 
     # -- comparisons ----------------------------------------------------------------------
@@ -762,7 +786,54 @@ class _Translator:
                 "bool",
             )
         node.set("expressions", elements)
+        if kind in FLOAT_KINDS:
+            return self.bitwise_membership(node)
         return _typed(node, "bool")
+
+    def bitwise_membership(self, node):
+        """``x IN (...)`` over floats, as ClickHouse's set compares: by bit pattern.
+
+        ClickHouse looks a float up in the set of its constants (converted to the column's
+        type) by its bits (verified with chdb): ``f IN (0)`` holds for 0.0, not -0.0, and
+        ``f IN (nan)`` for a NaN of nan's bits only, where ``f = 0`` (IEEE) holds for both
+        zeros. DuckDB's ``IN`` compares as its ``=`` does (-0.0 = 0.0, any NaN equal to any
+        NaN). That is the same for a non-zero number; a zero or a NaN is compared by its bits
+        with the constants that are not non-zero number literals (any of which may be a zero
+        or a NaN). As a CASE, which DuckDB does not decide from Parquet min/max statistics:
+        those leave NaN out, and DuckDB skips a row group whose other values are all one
+        number by evaluating a plain ``IN`` (or its NOT) at that number.
+        """
+        from sqlglot import exp
+
+        value = node.this
+        exact = [element for element in node.expressions if not _nonzero_number(element)]
+
+        def bits(side):
+            double = side.copy()
+            if not (isinstance(side, exp.Cast) and side.to.this == exp.DataType.Type.DOUBLE):
+                double = exp.Cast(this=double, to=exp.DataType.build("DOUBLE"))
+            return exp.Cast(this=double, to=exp.DataType.build("BIT"))
+
+        zero_or_nan = exp.or_(
+            exp.EQ(this=value.copy(), expression=exp.Literal.number(0)),
+            _nan_test(value.copy()),
+            copy=False,
+        )
+        by_bits = (
+            exp.In(this=bits(value), expressions=[bits(element) for element in exact])
+            if exact
+            else exp.Boolean(this=False)
+        )
+        return _typed(
+            exp.Case(
+                ifs=[
+                    exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+                    exp.If(this=zero_or_nan, true=by_bits),
+                ],
+                default=node,
+            ),
+            "bool",
+        )
 
     def literal_membership(self, node, literals, kind: str):
         """``x IN (long literal list)`` where no element needs converting, or None.
@@ -1253,18 +1324,20 @@ def _nan_test(value):
     Not ``isnan``: DuckDB (2.0.1) decides ``isnan`` from Parquet min/max statistics, which leave
     NaN out as the Parquet format asks (pyarrow writes them so), and then answers false for
     every NaN row. ``isfinite`` and ``isinf`` are evaluated on the values; NaN is the one value
-    that is neither.
+    that is neither. In a CASE: DuckDB skips a row group whose min and max are one number by
+    evaluating a plain filter at that number, which loses the row group's NaN rows; it does not
+    do that with a CASE.
     """
     from sqlglot import exp
 
-    # In parentheses: it replaces one function call, under NOT as anywhere else.
-    return exp.paren(
-        exp.and_(
-            exp.not_(exp.func("isfinite", value), copy=False),
-            exp.not_(exp.func("isinf", value.copy()), copy=False),
-            copy=False,
-        ),
+    neither = exp.and_(
+        exp.not_(exp.func("isfinite", value), copy=False),
+        exp.not_(exp.func("isinf", value.copy()), copy=False),
         copy=False,
+    )
+    return exp.Case(
+        ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())],
+        default=neither,
     )
 
 
@@ -1290,6 +1363,19 @@ def _float_constant(word: str):
     from sqlglot import exp
 
     return exp.Cast(this=exp.Literal.string(word), to=exp.DataType.build("DOUBLE"))
+
+
+def _nonzero_number(node) -> bool:
+    """Whether ``node`` is a number literal, or minus one, whose value is not zero."""
+    from sqlglot import exp
+
+    literal = node.this if isinstance(node, exp.Neg) else node
+    if not isinstance(literal, exp.Literal) or literal.is_string:
+        return False
+    try:
+        return float(literal.this) != 0
+    except ValueError:
+        return False
 
 
 def _suggestion(name: str, kinds: dict[str, str]) -> str:
