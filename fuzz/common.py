@@ -31,6 +31,7 @@ with atheris.instrument_imports(include=["bloomskip"]):
     import bloomskip.clickhouse.marks  # noqa: F401
     import bloomskip.clickhouse.part  # noqa: F401
     import bloomskip.clickhouse.part_cli  # noqa: F401
+    import bloomskip.dataset.manifest  # noqa: F401
     import bloomskip.dataset.sidecar  # noqa: F401
     import bloomskip.tsfile.filter  # noqa: F401
     import bloomskip.tsfile.reader  # noqa: F401

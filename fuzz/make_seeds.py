@@ -3,8 +3,9 @@
 ClickHouse parts come from chdb through the part tests' own builder (``tests/parts/
 parts_corpus.py``), TsFiles from PyPI ``tsfile`` through the TsFile tests' builder
 (``tests/tsfile/tsfile_corpus.py``), sidecars from ``bloomskip index build`` over the dataset
-tests' Parquet files. Nothing is committed: this script writes ``fuzz/corpus/<target>/`` and the
-templates some harnesses need (``fuzz/work/``), and run.py calls it when they are missing.
+tests' Parquet files, manifest versions from a segmented build over them. Nothing is
+committed: this script writes ``fuzz/corpus/<target>/`` and the templates some harnesses need
+(``fuzz/work/``), and run.py calls it when they are missing.
 
 Usage::
 
@@ -137,6 +138,29 @@ def sidecar_seeds(scratch: Path) -> None:
         _save("sidecar", b"\x01" + dataset.sidecar_path.read_bytes())
 
 
+def manifest_seeds(scratch: Path) -> None:
+    """Manifest versions written by ``LakeDataset.build_index`` over the dataset tests' files,
+    and each as a version written before manifests had checksums."""
+    sys.path.insert(0, str(ROOT / "tests" / "dataset"))
+    from dataset_fixtures import INDEXES, write_dataset
+
+    from bloomskip.dataset.lake import LakeDataset
+
+    directory, index = scratch / "lake", scratch / "lake-index"
+    write_dataset(directory, [(300, 97), (200, 64)])
+    lake = LakeDataset(directory, index_location=index)
+    lake.build_index(INDEXES[:2], progress=False)
+    write_dataset(directory, [(300, 97), (200, 64), (50, 10)])
+    lake.build_index(INDEXES[:3], progress=False)
+    for version in sorted((index / "versions").iterdir()):
+        document = json.loads(version.read_bytes())
+        for item in [document, *document["segments"]]:
+            item.pop("checksum", None)
+        for data in (version.read_bytes(), json.dumps(document).encode()):
+            _save("manifest", b"\x00" + data)
+            _save("manifest", b"\x01" + data)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make every corpus (again with --force); returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -154,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         clickhouse_seeds(Path(scratch))
         tsfile_seeds(Path(scratch))
         sidecar_seeds(Path(scratch))
+        manifest_seeds(Path(scratch))
     (WORK_DIR / "done").write_text("")
     for folder in sorted(CORPUS_DIR.iterdir()):
         print(f"{folder.name:16s} {len(list(folder.iterdir())):4d} seeds")

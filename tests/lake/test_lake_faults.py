@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_fixtures import INDEXES, write_dataset
 from lake_fixtures import upload
+from test_dataset_query_corpus import _oracle
 
 from bloomskip import BloomskipError, FormatError, StorageError
 from bloomskip._cli import EXIT_INTERRUPTED, run_command
@@ -286,3 +287,97 @@ def test_no_duckdb_connection_of_ours_draws_a_progress_bar(tmp_path):
     setting = "SELECT current_setting('enable_progress_bar')"
     assert connect().execute(setting).fetchone() == (False,)
     assert Dataset(data).duckdb_connection().execute(setting).fetchone() == (False,)
+
+
+# -- a corrupt newest manifest version -------------------------------------------------------
+
+
+def _three_files(tmp_path, request, where: str) -> tuple[list[str], str, str]:
+    """Three Parquet files (local paths), the dataset's location and its index location."""
+    data = tmp_path / "data"
+    write_dataset(data, [(400, 90), (300, 90), (500, 90)])
+    files = sorted(str(path) for path in data.glob("*.parquet"))
+    if where == "local":
+        return files, str(data), str(tmp_path / "index")
+    bucket = request.getfixturevalue("bucket")
+    upload(data, f"s3://{bucket}/data")
+    return files, f"s3://{bucket}/data", f"s3://{bucket}/idx"
+
+
+#: A newest version that does not read: bytes that are not JSON, and a version cut short.
+DAMAGES = {
+    "garbage": lambda valid: b"\x00\xff\xfe garbage \x80" * 7,
+    "truncated": lambda valid: valid[: len(valid) // 2],
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("new_index", [False, True], ids=["refresh", "new-index"])
+def test_a_corrupt_newest_version_is_superseded_by_the_next_build(
+    tmp_path, request, capsys, where, damage, new_index
+):
+    files, data, index = _three_files(tmp_path, request, where)
+    LakeDataset(data, index_location=index).build_index(INDEXES[:1], progress=False)
+    LakeDataset(data, index_location=index).build_index(INDEXES[1:2], progress=False)  # v2
+    store = open_store(index)
+    store.put(version_key(3), DAMAGES[damage](store.get(version_key(2))))
+    cli = ["--index-location", index]
+
+    # status reports the version it passes over; vacuum keeps the newest readable version
+    # and every segment it names, though its window (one version) holds only the damaged one.
+    assert main(["index", "status", data, *cli]) == 0
+    captured = capsys.readouterr()
+    assert "version 2," in captured.out
+    assert captured.err.count("\n") == 1 and "manifest version 3 is unreadable" in captured.err
+    assert "00000000000000000003.json" in captured.err
+    assert main(["index", "status", data, *cli, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["version"] == 2 and len(status["unreadable_versions"]) == 1
+    referenced = {segment.key for segment in IndexLog(store).read_version(2).segments}
+    assert main(["index", "vacuum", data, *cli, "--keep-versions", "1", "--min-age", "0"]) == 0
+    capsys.readouterr()
+    assert IndexLog(store).version_numbers() == [2, 3]
+    assert referenced <= {info.key for info in store.list("segments/")}
+
+    argv = ["index", "build", data, *cli] + (["--index", INDEXES[3]] if new_index else [])
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "version 4" in captured.out
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 1 and "manifest version 3 is unreadable" in warnings[0]
+    assert "started from version 2, the newest readable one" in warnings[0]
+    lake = LakeDataset(data, index_location=index)
+    manifest = lake.latest_manifest()
+    assert manifest.version == 4
+    assert len(manifest.indexes) == (3 if new_index else 2)
+    assert len(manifest.files()) == 3
+    assert lake.status()["unreadable_versions"] == []
+    for where_clause in ("k = 7", "k IN (3, 150, 999)", "hasToken(s, 'timeout')", "k > 0"):
+        explanation = lake.explain(where_clause)
+        assert not explanation.warnings, (where_clause, explanation.warnings)
+        got = sorted(lake.run(explanation, where_clause, ["id"]).column("id").to_pylist())
+        assert got == _oracle(files, where_clause)[0], where_clause
+    assert main(["index", "vacuum", data, *cli, "--keep-versions", "1", "--min-age", "0"]) == 0
+    assert IndexLog(store).version_numbers() == [4]
+    fresh = LakeDataset(data, index_location=index)
+    assert not fresh.explain("k = 7").warnings
+    got = sorted(fresh.query("k = 7", columns=["id"]).column("id").to_pylist())
+    assert got == _oracle(files, "k = 7")[0]
+
+
+def test_when_no_version_reads_a_refresh_says_to_build_with_index(tmp_path, capsys):
+    files, data, index = _three_files(tmp_path, None, "local")
+    LakeDataset(data, index_location=index).build_index(INDEXES[:1], progress=False)
+    open_store(index).put(version_key(1), b"{")
+    assert main(["index", "build", data, "--index-location", index]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "manifest version 1 is unreadable" in err and "build with --index" in err
+    argv = ["index", "build", data, "--index-location", index, "--index", INDEXES[0]]
+    assert main(argv) == 0
+    assert "started from no index" in capsys.readouterr().err
+    lake = LakeDataset(data, index_location=index)
+    assert lake.latest_manifest().version == 2
+    got = sorted(lake.query("k = 7", columns=["id"]).column("id").to_pylist())
+    assert got == _oracle(files, "k = 7")[0]

@@ -236,3 +236,20 @@ def test_vacuum_keeps_what_recent_versions_use_and_drop_removes_all(store):
     assert young.key not in log.vacuum(keep_versions=1, min_age_seconds=3600)
     assert log.drop() == 3
     assert store.list("") == [] and log.latest() is None
+
+
+def test_a_commit_supersedes_a_corrupt_newest_version(store):
+    log = IndexLog(store)
+    first = _add(log, ["a.parquet"])
+    store.put(version_key(2), b"\x00\xff not a manifest")
+    manifest, newest, unreadable = log.latest_readable()
+    assert (manifest.version, newest) == (1, 2)
+    assert len(unreadable) == 1 and "versions/00000000000000000002.json" in unreadable[0]
+    # The damaged version fills the window of one: the newest readable one stays, whole.
+    assert log.vacuum(keep_versions=1, min_age_seconds=0) == []
+    third = _add(log, ["b.parquet"], fill=2)  # built on version 1, numbered after version 2
+    assert third.version == 3 and set(third.files()) == {"a.parquet", "b.parquet"}
+    assert log.latest() == third
+    deleted = log.vacuum(keep_versions=1, min_age_seconds=0)
+    assert sorted(deleted) == [version_key(1), version_key(2)]
+    assert first.segments[0].key in {info.key for info in store.list("segments/")}

@@ -337,6 +337,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(status)
         return EXIT_OK
+    for line in status.get("unreadable_versions", ()):
+        warn(f"{line}; the next build supersedes it")
     if not status["indexes"] and status.get("version") is None:
         print(f"{status['index']}: no index ({status['files']} files)")
         return EXIT_OK

@@ -42,6 +42,7 @@ from bloomskip.dataset.manifest import (
     SegmentEntry,
     _DefinitionsChanged,
     concurrent_edit,
+    decode_schema,
     identity_matches,
     is_segment_key,
     version_number,
@@ -317,6 +318,9 @@ class LakeDataset(FrameConversions):
         neither loses the other's index. When both change the same index (or the granule)
         differently, the later one fails with :class:`CommitConflictError`.
 
+        A newest version that does not read is passed over: the build starts from the newest
+        one that does (or from no index), commits the next free number, and warns.
+
         Args:
             indexes: ClickHouse index definitions, added to the index's own (see
                 :func:`~bloomskip.dataset.build.merge_indexes`); None or empty: refresh.
@@ -334,9 +338,9 @@ class LakeDataset(FrameConversions):
             A :class:`LakeBuildReport`.
 
         Raises:
-            BloomskipError: Bad definitions, no definitions and no index, a definition or
-                granule that differs from the index's without ``replace``, a column whose type
-                differs between files, data the engine cannot hash.
+            BloomskipError: Bad definitions, no definitions and no (readable) index, a
+                definition or granule that differs from the index's without ``replace``, a
+                column whose type differs between files, data the engine cannot hash.
             CommitConflictError: Another build changed an index (or the granule) this build
                 defines too, meanwhile; or other builds kept changing the definitions.
             StorageError: The index location cannot be written.
@@ -345,7 +349,8 @@ class LakeDataset(FrameConversions):
 
         jobs = worker_count() if jobs is None else jobs
         files, versions = self.list_files()
-        manifest = started = self.latest_manifest(versions)
+        manifest, _, unreadable = self.log.latest_readable(versions)
+        started = manifest
         first: tuple | None = None  # the definitions and granule the first round built
         notes: list[str] = []
         for _ in range(BUILD_ROUNDS):
@@ -353,17 +358,24 @@ class LakeDataset(FrameConversions):
                 # Another build changed the definitions while this one ran: run again on top
                 # of its version, as if this build had started after it.
                 files, versions = self.list_files()
-                manifest = self.latest_manifest(versions)
+                manifest, _, unreadable = self.log.latest_readable(versions)
                 problem = concurrent_edit(started, manifest, *first, indexes, granule is not None)
                 if problem is not None:
                     raise CommitConflictError(
                         f"{self.index_location}: {problem}; run the build again"
                     )
+            if manifest is None and unreadable and not indexes:
+                raise BloomskipError(
+                    f"{unreadable[0]}; no older version reads either: build with --index to "
+                    "index every file again"
+                )
             prepared, chosen = self._prepare(indexes, granule, replace, manifest, files)
             if first is None:
                 first = tuple(item.spec for item in prepared), chosen
             try:
-                report = self._build_on(manifest, files, prepared, chosen, progress, jobs, client)
+                report = self._build_on(
+                    manifest, files, prepared, chosen, progress, jobs, client, unreadable
+                )
             except _DefinitionsChanged as exc:
                 notes.append(
                     f"another build changed the index definitions meanwhile (version "
@@ -378,16 +390,19 @@ class LakeDataset(FrameConversions):
         )
 
     def _build_on(
-        self, manifest, files, prepared, granule, progress, jobs, client
+        self, manifest, files, prepared, granule, progress, jobs, client, unreadable=()
     ) -> LakeBuildReport:
         """One round of :meth:`build_index`: index what ``manifest`` lacks and commit.
 
         Args:
-            manifest: The newest version (None: no index yet).
+            manifest: The newest readable version (None: no index yet, or none reads).
             files: The dataset's files, from the listing ``manifest`` was found with.
             prepared: The round's definitions (``manifest``'s with the build's own).
             granule: The round's granule.
             progress, jobs, client: As :meth:`build_index` takes them.
+            unreadable: One line per newer version that does not read
+                (:meth:`~bloomskip.dataset.manifest.IndexLog.latest_readable`): a version is
+                committed over them even when nothing else changed, and each is a warning.
 
         Returns:
             The round's :class:`LakeBuildReport`.
@@ -425,7 +440,13 @@ class LakeDataset(FrameConversions):
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
         table = self._table_record()
-        unchanged = same and len(covered) == len(manifest.files()) and manifest.table == table
+        unchanged = (
+            same
+            and len(covered) == len(manifest.files())
+            and manifest.table == table
+            and not manifest.damaged  # a new version leaves the damaged entries out
+            and not unreadable  # a new version supersedes them
+        )
         if not segments and not removed and unchanged:
             version = manifest.version
         else:
@@ -446,6 +467,11 @@ class LakeDataset(FrameConversions):
                 for segment in segments:
                     self.log.store.delete(segment.key)
                 raise
+        base = f"version {manifest.version}, the newest readable one" if manifest else "no index"
+        warnings += [
+            f"{line}; this build started from {base}, and committed version {version}"
+            for line in unreadable
+        ]
         return LakeBuildReport(
             self.index_location,
             len(files),
@@ -710,6 +736,8 @@ class LakeDataset(FrameConversions):
         except (FormatError, StorageError) as exc:
             manifest = None
             warnings.append(f"index {self.index_location} unreadable, scanning every file: {exc}")
+        if manifest is not None:
+            warnings += manifest.damaged
         states = self._states(files, manifest, where, warnings)
         sidecar = (
             Sidecar(manifest.granule, list(manifest.indexes), {}) if manifest is not None else None
@@ -798,7 +826,7 @@ class LakeDataset(FrameConversions):
             elif segment is not None and useful:
                 if segment.key not in opened:
                     opened[segment.key] = self._open_segment(
-                        segment, useful, manifest.indexes, warnings
+                        segment, useful, manifest.indexes, warnings, files
                     )
                 sidecar = opened[segment.key]
                 entry = sidecar.files.get(listed.key) if sidecar is not None else None
@@ -818,9 +846,39 @@ class LakeDataset(FrameConversions):
         """Per file key, the segment that covers it and the identity it was indexed at."""
         return manifest.files() if manifest is not None else {}
 
-    def _open_segment(self, segment: SegmentEntry, useful, indexes, warnings) -> Sidecar | None:
+    def _open_segment(
+        self, segment: SegmentEntry, useful, indexes, warnings, files
+    ) -> Sidecar | None:
+        """The segment's files and indexes, or None (a warning) when it cannot be used.
+
+        Args:
+            segment: Its manifest entry.
+            useful: The indexes to fetch now.
+            indexes: The manifest's definitions.
+            warnings: Where the reason it cannot be used goes.
+            files: The listed files (``ListedFile``).
+        """
         try:
-            return self.log.read_segment(segment, useful, indexes)
+            sidecar = self.log.read_segment(segment, useful, indexes)
+            listed = {item.key: item for item in files}
+            for path, recorded in segment.files.items():
+                current = listed.get(path)
+                # An object store's identity (ETag) is not in the segment: an unchanged
+                # object's listed modification time is, as the build listed it.
+                if (
+                    current is not None
+                    and current.info.mtime_ns
+                    and "mtime_ns" not in recorded
+                    and identity_matches(recorded, current.identity)
+                    and sidecar.files[path].identity.mtime_ns != current.info.mtime_ns
+                ):
+                    raise FormatError(
+                        f"it indexed {path} as modified at {sidecar.files[path].identity.mtime_ns}"
+                        f" ns, and the unchanged object was modified at {current.info.mtime_ns} "
+                        "ns: it is not this index's",
+                        source=self.log.store.uri_of(segment.key),
+                    )
+            return sidecar
         except (FormatError, StorageError) as exc:
             warnings.append(
                 f"segment {self.log.store.uri_of(segment.key)} unreadable, scanning its "
@@ -847,7 +905,7 @@ class LakeDataset(FrameConversions):
                 for key, identity in segment.files.items()
                 if key in listed and identity_matches(identity, listed[key].identity)
             ]
-            schema = _decode_schema(segment.schema) if current else None
+            schema = decode_schema(segment.schema) if current else None
             if schema is not None:
                 schemas.append(schema)
                 described.update(current)
@@ -994,10 +1052,12 @@ class LakeDataset(FrameConversions):
         """The index's state: version, segments, files covered, stale and missing files, bytes.
 
         Returns:
-            A JSON-ready dict (the fields ``bloomskip index status --json`` prints).
+            A JSON-ready dict (the fields ``bloomskip index status --json`` prints); its
+            ``version`` is the newest readable version, and ``unreadable_versions`` says why
+            any newer one was passed over (the next build supersedes them).
         """
         files, versions = self.list_files()
-        manifest = self.latest_manifest(versions)
+        manifest, _, unreadable = self.log.latest_readable(versions)
         listed = {item.key: item for item in files}
         covered = manifest.files() if manifest is not None else {}
         stale = sorted(
@@ -1033,6 +1093,7 @@ class LakeDataset(FrameConversions):
             "segment_bytes": sum(segment.size for segment in segments),
             "segments_missing": lost,
             "indexes": per_index,
+            "unreadable_versions": unreadable,
         }
 
     def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> LakeBuildReport | None:
@@ -1087,7 +1148,7 @@ class LakeDataset(FrameConversions):
                     entry.path, entry.format, entry.identity, entry.granule_rows, payloads[path]
                 )
                 identities[path] = dict(segment.files[path])
-            schema = _decode_schema(segment.schema)
+            schema = decode_schema(segment.schema)
             if schema is not None:
                 schemas.append(schema)
             if sum(len(p) for item in batch.values() for p in item.payloads) >= (
@@ -1145,18 +1206,6 @@ def _ignore(_rows: int) -> None:
 
 def _encode_schema(schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def _decode_schema(text: str):
-    """A segment's schema, or None when it is absent or unreadable (footers are read instead)."""
-    import pyarrow as pa
-
-    if not text:
-        return None
-    try:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
-    except (ValueError, pa.ArrowException):
-        return None
 
 
 def _snapshot(*stats: IOStats) -> tuple[int, int]:

@@ -28,6 +28,9 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
 import json
 import random
 import re
@@ -93,6 +96,9 @@ class Manifest:
         segments: The live segments, in commit order.
         table: For a Delta or Iceberg table, the newest snapshot a build covered
             (``TableSnapshot.record()``: format, snapshot, sequence); None for plain files.
+        damaged: One line per segment entry left out when the version was read (it failed
+            its checksum, or its schema cannot be the files'): its files are scanned, and the
+            next build indexes them again. Never written.
     """
 
     version: int
@@ -100,6 +106,7 @@ class Manifest:
     indexes: tuple[IndexSpec, ...]
     segments: tuple[SegmentEntry, ...]
     table: Mapping[str, int | str] | None = None
+    damaged: tuple[str, ...] = ()
 
     def files(self) -> dict[str, tuple[SegmentEntry, Identity]]:
         """Every covered file: its segment and the identity it was indexed at."""
@@ -336,6 +343,36 @@ class IndexLog:
         newest = max(sizes)
         return self.read_version(newest, sizes[newest])
 
+    def latest_readable(
+        self, numbers: Sequence[int] | None = None
+    ) -> tuple[Manifest | None, int, list[str]]:
+        """The newest version that reads, past any newer ones that do not.
+
+        A corrupt newest version (damaged bytes, a truncated object) must not block the next
+        commit: that commit builds on the newest readable version and takes the next free
+        number, so the unreadable ones are simply superseded.
+
+        Args:
+            numbers: The versions present (from a listing already made); default: listed now.
+
+        Returns:
+            ``(manifest, newest, unreadable)``: the newest readable version (None when none
+            reads), the newest version number present (0: none), and one line per newer
+            version that does not read, newest first, naming its URI and what is wrong.
+
+        Raises:
+            StorageError: The location cannot be listed or read.
+        """
+        sizes = self.version_sizes() if numbers is None else dict.fromkeys(numbers)
+        newest = max(sizes, default=0)
+        unreadable = []
+        for number in sorted(sizes, reverse=True):
+            try:
+                return self.read_version(number, sizes[number]), newest, unreadable
+            except FormatError as exc:
+                unreadable.append(f"manifest version {number} is unreadable: {exc}")
+        return None, newest, unreadable
+
     def read_version(self, number: int, size: int | None = None) -> Manifest:
         """Read and validate manifest version ``number`` (of ``size`` bytes, if listed)."""
         key = version_key(number)
@@ -424,7 +461,11 @@ class IndexLog:
             StorageError: The location cannot be written.
         """
         for attempt in range(COMMIT_ATTEMPTS):
-            manifest = change.apply(self.latest())
+            base, newest, _ = self.latest_readable()
+            manifest = change.apply(base)
+            if manifest.version <= newest:
+                # Newer versions than ``base`` do not read: the new one supersedes them.
+                manifest = dataclasses.replace(manifest, version=newest + 1)
             if self.store.put_if_absent(version_key(manifest.version), encode_manifest(manifest)):
                 self._check_committed(change)
                 return manifest
@@ -457,6 +498,9 @@ class IndexLog:
         The newest ``keep_versions`` versions stay, and so does every object younger than
         ``min_age_seconds``: a segment an unfinished build has written but not yet committed is
         young, and a reader that listed the versions a moment ago still finds the one it chose.
+        A kept version that does not read references nothing that can be known; the newest
+        readable version is then kept too (however old), with every segment it names, since
+        the next build starts from it.
 
         Returns:
             The keys deleted.
@@ -465,10 +509,19 @@ class IndexLog:
         listed = self.store.list("")
         age_ok = {info.key for info in listed if now_ns - info.mtime_ns >= min_age_seconds * 1e9}
         numbers = self.version_numbers()
-        kept_numbers = numbers[-keep_versions:] if keep_versions > 0 else numbers[-1:]
+        kept_numbers = set(numbers[-keep_versions:] if keep_versions > 0 else numbers[-1:])
         referenced: set[str] = set()
-        for number in kept_numbers:
-            referenced.update(segment.key for segment in self.read_version(number).segments)
+        found_readable = False
+        for number in reversed(numbers):
+            if number not in kept_numbers and found_readable:
+                break
+            try:
+                manifest = self.read_version(number)
+            except FormatError:
+                continue
+            kept_numbers.add(number)
+            found_readable = True
+            referenced.update(segment.key for segment in manifest.segments)
         doomed = [
             version_key(number)
             for number in numbers
@@ -581,6 +634,17 @@ class _SegmentView:
                     offset=start,
                     source=self._source,
                 )
+            for path, recorded in self._segment.files.items():
+                if not _indexed_as(part.files[path].identity, recorded):
+                    # Another index's segment over files of the same names: its bits
+                    # describe other bytes, and pruning with them would hide rows.
+                    raise FormatError(
+                        f"it indexed {path} at another identity ({part.files[path].identity}) "
+                        f"than the manifest records ({dict(recorded)}): it is not this index's",
+                        field=f"index_spans[{number}]",
+                        offset=start,
+                        source=self._source,
+                    )
             self._parts[number] = part
         return self._parts[number]
 
@@ -692,7 +756,18 @@ def encode_manifest(manifest: Manifest) -> bytes:
         >>> encode_manifest(Manifest(1, "row-group", (), ()))[:40]
         b'{"format":"bloomskip-manifest","format_v'
     """
-    document = {
+    segments = []
+    for segment in manifest.segments:
+        entry = {
+            "key": segment.key,
+            "size": segment.size,
+            "index_spans": [list(span) for span in segment.index_spans],
+            "files": {path: dict(identity) for path, identity in segment.files.items()},
+            "schema": segment.schema,
+        }
+        entry["checksum"] = _checksum(entry, "segments[]", "")
+        segments.append(entry)
+    header = {
         "format": MANIFEST_FORMAT,
         "format_version": MANIFEST_VERSION,
         "version": manifest.version,
@@ -701,20 +776,23 @@ def encode_manifest(manifest: Manifest) -> bytes:
             {"definition": spec.definition, "column_types": dict(spec.column_types)}
             for spec in manifest.indexes
         ],
-        "segments": [
-            {
-                "key": segment.key,
-                "size": segment.size,
-                "index_spans": [list(span) for span in segment.index_spans],
-                "files": {path: dict(identity) for path, identity in segment.files.items()},
-                "schema": segment.schema,
-            }
-            for segment in manifest.segments
-        ],
     }
     if manifest.table is not None:
-        document["table"] = dict(manifest.table)
+        header["table"] = dict(manifest.table)
+    document = {**header, "segments": segments, "checksum": _checksum(header, "manifest", "")}
     return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")
+
+
+def _checksum(item: dict, where: str, source: str) -> str:
+    """The SHA-256 (hex) of ``item``'s canonical JSON, leaving out its own ``checksum``."""
+    body = {name: value for name, value in item.items() if name != "checksum"}
+    try:
+        text = json.dumps(body, separators=(",", ":"), sort_keys=True)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise FormatError(
+            f"{where} cannot be checksummed: {exc}", field=where, source=source
+        ) from exc
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def decode_manifest(data: bytes, source: str, number: int | None = None) -> Manifest:
@@ -743,6 +821,16 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         "format_version",
         f"is {document.get('format_version')!r}; this bloomskip reads {MANIFEST_VERSION}",
     )
+    # A version written with checksums has one over its header (every field but the
+    # segments) and one in each segment entry; an older version has none, and is read as is.
+    sealed = "checksum" in document
+    if sealed:
+        header = {name: value for name, value in document.items() if name != "segments"}
+        check.that(
+            document["checksum"] == _checksum(header, "manifest", source),
+            "checksum",
+            "does not match the manifest's header: it is damaged",
+        )
     version = check.count(document.get("version"), "version")
     check.that(number is None or version == number, "version", f"differs from its key ({number})")
     granule = document.get("granule")
@@ -752,15 +840,82 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
     indexes = check.list(document.get("indexes"), "indexes")
     specs = tuple(_index_spec(item, f"indexes[{n}]", check) for n, item in enumerate(indexes))
     segments = check.list(document.get("segments"), "segments")
-    entries = tuple(
-        _segment(item, f"segments[{n}]", len(specs), check) for n, item in enumerate(segments)
-    )
+    entries, damaged = [], []
+    for n, item in enumerate(segments):
+        where = f"segments[{n}]"
+        entry = _segment(item, where, len(specs), check)
+        if sealed and item.get("checksum") != _checksum(item, where, source):
+            problem = "it fails its checksum"
+        else:
+            problem = _schema_problem(entry.schema, specs)
+        if problem is None:
+            entries.append(entry)
+            continue
+        # Not trusted, and its files are told apart by nothing else: they are scanned, and
+        # the next build (which no longer finds them covered) indexes them again.
+        damaged.append(
+            f"{source}: {where} is damaged ({problem}); its files are scanned until the next "
+            "build indexes them again"
+        )
     seen: set[str] = set()
     for entry in entries:
         overlap = seen.intersection(entry.files)
         check.that(not overlap, "segments", f"cover {sorted(overlap)[:1]} twice")
         seen.update(entry.files)
-    return Manifest(version, granule, specs, entries, _table_record(document.get("table"), check))
+    table = _table_record(document.get("table"), check)
+    return Manifest(version, granule, specs, tuple(entries), table, tuple(damaged))
+
+
+def decode_schema(text: str):
+    """A segment's schema (see :attr:`SegmentEntry.schema`), or None when it is absent or
+    unreadable: the footers of its files are read instead.
+
+    Example:
+        >>> decode_schema("") is None, decode_schema("bm90IGEgc2NoZW1h") is None
+        (True, True)
+    """
+    import pyarrow as pa
+
+    if not text:
+        return None
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+        # Names are decoded from UTF-8 when read: a bad byte in any of them fails here.
+        for item in schema:
+            str(item.type), item.name  # noqa: B018
+    except (ValueError, OSError, pa.ArrowException):  # OSError: a corrupt IPC message
+        return None
+    return schema
+
+
+def _schema_problem(text: str, specs: Sequence[IndexSpec]) -> str | None:
+    """Why a segment's schema cannot be its files' (None: it can, or there is none).
+
+    The schema decides which columns a query reads: a damaged column name would make DuckDB
+    read an indexed column as missing (all NULLs) and find no row.
+    """
+    from bloomskip.clickhouse.types import parse_clickhouse_type
+    from bloomskip.dataset.dataset import _index_type_key
+
+    if not text:
+        return None
+    schema = decode_schema(text)
+    if schema is None:
+        return "its schema is not an Arrow IPC schema"
+    for name in schema.names:
+        if "\x00" in name:
+            return f"its schema has a column name with a NUL byte ({name!r})"
+    for spec in specs:
+        for name, clickhouse_type in spec.column_types:
+            try:
+                expected = str(parse_clickhouse_type(clickhouse_type).base())
+            except (BloomskipError, ValueError):
+                continue  # the definition itself is refused when the index is used
+            for position in schema.get_all_field_indices(name):
+                found = schema.field(position).type
+                if _index_type_key(found) != expected:
+                    return f"its schema has column {name!r} as {found}, the index {clickhouse_type}"
+    return None
 
 
 def _table_record(item: object, check: _Checker) -> dict[str, int | str] | None:
@@ -824,6 +979,22 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
     return SegmentEntry(key, size, tuple(index_spans), files, schema)
 
 
+def _indexed_as(indexed, recorded: Identity) -> bool:
+    """Whether a segment's own record of a file (``FileIdentity``) is the file the manifest
+    records: the same size, and the same modification time or footer hash where the manifest
+    has one (a listing without ETags records ``footer-<SHA-256>``, see ``LakeDataset``)."""
+    etag = recorded.get("etag")
+    return (
+        indexed.size == recorded.get("size")
+        and ("mtime_ns" not in recorded or indexed.mtime_ns == recorded["mtime_ns"])
+        and not (
+            isinstance(etag, str)
+            and etag.startswith("footer-")
+            and etag != f"footer-{indexed.footer_sha256}"
+        )
+    )
+
+
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
@@ -871,6 +1042,7 @@ __all__ = [
     "SegmentEntry",
     "concurrent_edit",
     "decode_manifest",
+    "decode_schema",
     "encode_manifest",
     "identity_matches",
     "version_key",
