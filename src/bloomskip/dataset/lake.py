@@ -171,6 +171,8 @@ class LakeDataset(FrameConversions):
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
         self._connection = None
+        # The size of each manifest version the last listing saw (an index beside the data).
+        self._version_sizes: dict[int, int] = {}
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -223,6 +225,7 @@ class LakeDataset(FrameConversions):
                 number = version_number(inner)
                 if number is not None:
                     versions.append(number)
+                    self._version_sizes[number] = info.size
                 elif is_segment_key(inner):
                     self._listed_segments.add(inner)
                 continue
@@ -284,10 +287,19 @@ class LakeDataset(FrameConversions):
         return {info.key for info in self.log.store.list("segments/")}
 
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
-        """The newest manifest version (``versions`` from :meth:`list_files` saves a listing)."""
+        """The newest manifest version (``versions`` from :meth:`list_files` saves a listing).
+
+        Its listed size is checked before it is read: an oversized version is refused without
+        being fetched (``MAX_MANIFEST_BYTES``).
+        """
         if versions is None:
-            versions = self.log.version_numbers()
-        return self.log.read_version(versions[-1]) if versions else None
+            sizes = self.log.version_sizes()
+        else:
+            sizes = {number: self._version_sizes.get(number) for number in versions}
+        if not sizes:
+            return None
+        newest = max(sizes)
+        return self.log.read_version(newest, sizes[newest])
 
     def _source(self, listed: ListedFile) -> SourceFile:
         filesystem, base = self.filesystem()

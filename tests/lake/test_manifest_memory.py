@@ -1,0 +1,59 @@
+"""An oversized manifest version is refused by its listed size, before it is read.
+
+A query once read the newest version whole and only then checked it against the 1 GiB bound: a
+sparse 1.5 GiB version cost 1.5 GB of memory. The peak is measured in a new process (the
+kernel's own count, ``ru_maxrss``), and the rows are checked against DuckDB.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bloomskip import Dataset
+from bloomskip.dataset.manifest import MAX_MANIFEST_BYTES
+
+QUERY = """
+import json, resource, sys
+import bloomskip
+dataset = bloomskip.Dataset(sys.argv[1], index_location=sys.argv[2] or None)
+table = dataset.query("id = 5")
+explanation = dataset.explain("id = 5")
+print(json.dumps({
+    "ids": sorted(table.column("id").to_pylist()),
+    "warnings": explanation.warnings,
+    "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+}))
+"""
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["index-elsewhere", "index-beside"])
+def test_an_oversized_newest_version_is_not_read(tmp_path, beside: bool) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"id": list(range(2000))}), data / "a.parquet", row_group_size=500)
+    index = data / "_bloomskip" if beside else tmp_path / "index"
+    report = Dataset(data, index_location=index).build_index(
+        ["id TYPE bloom_filter(0.01)"], progress=False
+    )
+    sparse = index / "versions" / f"{report.version + 1:020d}.json"
+    with open(sparse, "wb") as handle:
+        handle.truncate(MAX_MANIFEST_BYTES + (512 << 20))  # 1.5 GiB, no block written
+    done = subprocess.run(
+        [sys.executable, "-c", QUERY, str(data), str(index)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    expected = duckdb.sql(f"SELECT id FROM read_parquet('{data}/a.parquet') WHERE id = 5")
+    assert result["ids"] == [row[0] for row in expected.fetchall()]
+    assert any("too large for a manifest" in warning for warning in result["warnings"])
+    assert result["peak_mib"] <= 400, result
