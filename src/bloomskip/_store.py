@@ -12,7 +12,8 @@ exactly what a bloomskip index needs from storage, and counts every request and 
 * :meth:`Store.put_if_absent`: create-only, the primitive a manifest commit is built on — of two
   writers racing for one key exactly one succeeds (``If-None-Match: *`` on object stores, a hard
   link locally);
-* :meth:`Store.delete`.
+* :meth:`Store.delete`;
+* :meth:`Store.heads`: the identities of some objects now, one request each, in parallel.
 
 Object stores are reached through ``obstore`` (pyarrow's filesystems have no conditional put and
 list no ETags); endpoints and credentials come from the environment as for every AWS, Google and
@@ -55,6 +56,8 @@ _AZURE_ALIASES = ("az", "azure", "adl")
 # seconds rather than object_store's default of minutes of retries.
 _CLIENT_OPTIONS = {"connect_timeout": "5s", "timeout": "60s"}
 _RETRIES = {"max_retries": 3, "retry_timeout": timedelta(seconds=20)}
+#: At most this many metadata requests (:meth:`Store.heads`) are in flight at once.
+_HEAD_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,37 @@ class Store(ABC):
     def _read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Read already coalesced ranges, one request each."""
 
+    @abstractmethod
+    def _head(self, key: str) -> ObjectInfo | None:
+        """One object's identity now, None when it does not exist (one request)."""
+
+    def heads(self, keys: list[str]) -> dict[str, ObjectInfo | None]:
+        """Each object's identity as it is now, described as a listing describes it.
+
+        Args:
+            keys: The objects.
+
+        Returns:
+            ``{key: ObjectInfo}``; None for an object that does not exist.
+
+        Raises:
+            StorageError: An object's metadata cannot be read.
+
+        Example:
+            >>> store.heads(["a/1.json"])["a/1.json"].size  # doctest: +SKIP
+            2
+        """
+        if len(keys) <= 1:
+            found = [self._head(key) for key in keys]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # One round trip each: in parallel, a few files' checks cost about one's.
+            with ThreadPoolExecutor(max_workers=min(len(keys), _HEAD_THREADS)) as pool:
+                found = list(pool.map(self._head, keys))
+        self.stats.count("head", len(keys))
+        return dict(zip(keys, found, strict=True))
+
 
 class LocalStore(Store):
     """A directory; writes are atomic renames and create-only hard links."""
@@ -328,6 +362,16 @@ class LocalStore(Store):
         import pyarrow.fs as pafs
 
         return pafs.LocalFileSystem(), str(self.root)
+
+    def _head(self, key: str) -> ObjectInfo | None:
+        path = self._path(key)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot stat {path}: {exc.strerror or exc}") from exc
+        return ObjectInfo(key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns)
 
 
 class ObjectStore(Store):
@@ -473,6 +517,22 @@ class ObjectStore(Store):
         except Exception as exc:
             raise StorageError(f"{self.uri}: {one_line(exc)}") from exc
         return filesystem, path
+
+    def _head(self, key: str) -> ObjectInfo | None:
+        errors = self._obstore.exceptions
+        try:
+            meta = self._obstore.head(self._store, key)
+        except (errors.NotFoundError, FileNotFoundError):
+            return None
+        except Exception as exc:
+            raise self._fail("read the metadata of", key, exc) from exc
+        return ObjectInfo(
+            key,
+            int(meta["size"]),
+            int(meta["last_modified"].timestamp() * 1e9),
+            meta.get("e_tag"),
+            meta.get("version"),
+        )
 
 
 def open_store(location: str | os.PathLike) -> Store:

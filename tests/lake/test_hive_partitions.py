@@ -130,7 +130,8 @@ def test_the_cli_answers_as_chdb(tmp_path, capsys, chdb_session) -> None:
 @pytest.mark.parametrize(
     "value",
     ["1", "-5", "+1", "007", "1.5", "-.5", "nan", "inf", "1e3", "true", "False", "2024-01-01",
-     "2024-01-01 10:00:00", "eu", "a b", "", "NULL", "9223372036854775808"],
+     "2024-01-01 10:00:00", "2024-01-01T10:00:00", "2024-01", "eu", "a b", "", "NULL",
+     "9223372036854775808"],
 )  # fmt: skip
 def test_inferred_types_are_chdbs(tmp_path, value: str, chdb_session) -> None:
     folder = tmp_path / f"k={value}"

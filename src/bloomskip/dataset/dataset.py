@@ -1003,6 +1003,10 @@ class Dataset(FrameConversions):
     ) -> pa.Table:
         """Evaluate ``where`` exactly over the row groups a pruning result keeps.
 
+        A file rewritten since ``result`` was made (or while it is read) is never read with
+        the row groups ``result`` chose for its old version: the query is then decided and
+        read again, from the files as they are (docs/queries.md).
+
         Args:
             result: From :meth:`explain` with the same ``where``.
             where: ClickHouse WHERE expression.
@@ -1014,23 +1018,30 @@ class Dataset(FrameConversions):
 
         Raises:
             UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
+            StaleSourceError: A file it read changed during each of three attempts.
 
         Example:
             >>> ds.run(ds.explain("user_id = 42"), "user_id = 42").num_rows  # doctest: +SKIP
             12
         """
+        from bloomskip.dataset.prune import changed_on_disk, read_consistently
         from bloomskip.dataset.query import run_query
 
-        connection = self.duckdb_connection()
-        return run_query(
-            result,
-            self._schema(),
-            where,
-            columns,
-            limit,
-            connection,
-            self._cache.empty_results,
-            scan_schema=self._scan_schema(connection),
-            uniform=self._uniform(),
-            table_files=self._partitioning().table_files(),
+        def read(decision: Explanation) -> pa.Table:
+            connection = self.duckdb_connection()
+            return run_query(
+                decision,
+                self._schema(),
+                where,
+                columns,
+                limit,
+                connection,
+                self._cache.empty_results,
+                scan_schema=self._scan_schema(connection),
+                uniform=self._uniform(),
+                table_files=self._partitioning().table_files(),
+            )
+
+        return read_consistently(
+            result, where, read, changed_on_disk, self.explain, check_first=True
         )

@@ -44,6 +44,7 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+)")
 _FLOAT_WORD = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_DATE_PREFIX = re.compile(r"\d{4}-\d{1,2}-\d{1,2}\D")
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})")
 _NULL_WORDS = frozenset({"NULL", "null", "Null", "\\N"})
 _TRUE = frozenset({"true", "t", "y", "yes", "on", "1", "enable", "enabled"})
@@ -121,7 +122,8 @@ def infer_type(value: str, where: str) -> pa.DataType:
     if _DATE.fullmatch(value):
         _date(value, where)
         return pa.date32()
-    if value[:4].isdigit() and value[4:5] == "-":
+    if _DATE_PREFIX.match(value):
+        # A date with more after it (an offset, a fraction, "Z"): ClickHouse's best effort.
         _refuse(value, where, "a date-time form ClickHouse reads by best effort")
     if _INTEGER.fullmatch(value):
         number = int(value)

@@ -50,7 +50,13 @@ from bloomskip.dataset.manifest import (
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP
-from bloomskip.errors import BloomskipError, CommitConflictError, FormatError, StorageError
+from bloomskip.errors import (
+    BloomskipError,
+    CommitConflictError,
+    FormatError,
+    StaleSourceError,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -850,8 +856,19 @@ class LakeDataset(FrameConversions):
                 # is unchanged: its footer need not be read to know them.
                 layout = Layout(np.asarray(entry.granule_rows, np.int64), {})
             else:
-                layout = read_layout(source)
-            states.append(FileState(source, listed.key, layout, entry, status))
+                try:
+                    layout = read_layout(source)
+                except FormatError as exc:
+                    # A footer read while the object is replaced mixes two versions' bytes.
+                    if self.store is None or _same_object(
+                        listed.info, self.store.heads([listed.key])[listed.key]
+                    ):
+                        raise
+                    raise StaleSourceError(
+                        f"{self._uri_of(listed.key)}: changed while the query read it; run "
+                        "the query again"
+                    ) from exc
+            states.append(FileState(source, listed.key, layout, entry, status, listed.info))
         return states
 
     def _coverage(self, files, manifest: Manifest | None) -> dict:
@@ -990,8 +1007,33 @@ class LakeDataset(FrameConversions):
         return self._connection
 
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
-        """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB)."""
-        return self._run_on(explanation, where, columns, limit, explanation.table_files)
+        """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB).
+
+        Every file read is checked once the read is done (one HEAD each, in parallel): one
+        replaced since it was listed is never answered from, the query is decided and read
+        again instead (docs/queries.md).
+
+        Raises:
+            StaleSourceError: A file it read changed during each of three attempts.
+            StorageError: A file's metadata cannot be read.
+        """
+        from bloomskip.dataset.prune import read_consistently
+
+        def read(decision: Explanation) -> pa.Table:
+            return self._run_on(decision, where, columns, limit, decision.table_files)
+
+        def changed(states: list) -> list:
+            if self.store is None:
+                # Through a caller's filesystem the footer's hash names the bytes (_list_data).
+                return [state for state in states if not _footer_unchanged(state)]
+            now = self.store.heads([state.relative_path for state in states])
+            return [
+                state
+                for state in states
+                if not _same_object(state.listed, now[state.relative_path])
+            ]
+
+        return read_consistently(explanation, where, read, changed, self.explain)
 
     def _table_files(self, explanation: Explanation) -> dict | None:
         """The partition values of the files' ``key=value`` folders, as the scan adds them
@@ -1210,6 +1252,29 @@ class LakeDataset(FrameConversions):
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
         return self.log.drop()
+
+
+def _same_object(listed: ObjectInfo, now: ObjectInfo | None) -> bool:
+    """Whether an object is still the one a listing described: its size, ETag, version (and a
+    local file's change time) equal, and its modification time within a second of the listed
+    one (a HEAD tells it to the second, a listing maybe finer): an old object written back a
+    second or more later has its old ETag, not its old time."""
+    return (
+        now is not None
+        and (now.size, now.etag, now.version, now.ctime_ns)
+        == (listed.size, listed.etag, listed.version, listed.ctime_ns)
+        and abs(now.mtime_ns - listed.mtime_ns) < 10**9
+    )
+
+
+def _footer_unchanged(state) -> bool:
+    """Whether a file read through a caller's filesystem still has its listed size and footer."""
+    try:
+        identity = state.source.identity()
+    except (OSError, FormatError):
+        return False
+    listed = state.listed
+    return (identity.size, f"footer-{identity.footer_sha256}") == (listed.size, listed.etag)
 
 
 def _ignore(_rows: int) -> None:

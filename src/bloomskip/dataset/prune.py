@@ -42,6 +42,10 @@ class FileState:
         layout: Its row groups (record batches).
         entry: Its sidecar entry when that entry is still valid, else None.
         status: ``"indexed"``, ``"not indexed"`` or ``"changed since indexing"``.
+        listed: The identity the decision was made for, which a query checks again once it
+            has read the file (:func:`read_consistently`): a local file's
+            :func:`~bloomskip.dataset.sources.stat_key`, taken before its footer and layout
+            were read; an object's listing (``ObjectInfo``). None: not checked.
     """
 
     source: SourceFile
@@ -49,6 +53,7 @@ class FileState:
     layout: Layout
     entry: FileEntry | None
     status: str
+    listed: object = field(default=None, compare=False)
 
 
 @dataclass
@@ -343,7 +348,7 @@ def file_states(
     states = []
     for source in files:
         relative = relative_to(source.path, root)
-        identity = identities.identity(source)
+        key, identity = identities.keyed(source)
         if (source.path, identity) not in layouts:
             layouts[(source.path, identity)] = read_layout(source)
         layout = layouts[(source.path, identity)]
@@ -358,8 +363,107 @@ def file_states(
             )
             if not covers or entry.format != source.format or entry.identity != identity:
                 entry, status = None, CHANGED
-        states.append(FileState(source, relative, layout, entry, status))
+        states.append(FileState(source, relative, layout, entry, status, key))
     return states
+
+
+#: A query whose files keep changing while it reads them is answered again at most this many
+#: times in all, each time from a new listing, before it gives up.
+READ_ATTEMPTS = 3
+
+
+def read_consistently(
+    result: Explanation,
+    where: str,
+    read: Callable[[Explanation], pa.Table],
+    changed: Callable[[list[FileState]], list[FileState]],
+    explain: Callable[[str], Explanation],
+    check_first: bool = False,
+) -> pa.Table:
+    """Answer a query only from files that still are what its decision was made for.
+
+    A decision names row groups of each file as it was listed; reading them from a file
+    replaced since would apply one version's row-group numbers (and index bits) to another
+    version's bytes, and lose or invent rows. So once the read is done (or failed), every file
+    it read is checked against :attr:`FileState.listed`; when one changed, the answer is
+    dropped and the query decided again from a new listing, where the new version is read as
+    it is now (as a file changed since indexing, whole). The identity checked is the one taken
+    before the decision read anything of the file, so a change at any moment from the listing
+    to the end of the read is seen.
+
+    Args:
+        result: The decision (from ``explain(where)``).
+        where: The WHERE.
+        read: Reads the row groups a decision keeps and applies ``where``.
+        changed: Given the states of the files read, those whose identity differs now (a
+            file gone included).
+        explain: Decides again from a new listing.
+        check_first: Check also before reading, where a check costs no request (a local
+            ``stat``): a file already changed is then not read at all.
+
+    Returns:
+        ``read``'s answer for a decision whose files were unchanged throughout.
+
+    Raises:
+        StaleSourceError: Files changed during each of :data:`READ_ATTEMPTS` reads.
+        Exception: What ``read`` raised, when no file it read had changed.
+    """
+    from bloomskip.errors import StaleSourceError
+
+    moved: list[FileState] = []
+    for attempt in range(READ_ATTEMPTS):
+        if attempt:
+            result = explain(where)
+        read_states = [
+            state
+            for state, keep in zip(result.files, result.keep, strict=True)
+            if keep.any() and state.listed is not None
+        ]
+        moved = changed(read_states) if check_first else []
+        if moved:
+            continue
+        try:
+            table = read(result)
+        except Exception:
+            # Bytes of another version may not even parse as the decision expects them.
+            moved = changed(read_states)
+            if not moved:
+                raise
+            continue
+        moved = changed(read_states)
+        if not moved:
+            return table
+    raise StaleSourceError(
+        f"{moved[0].source.path}: changed while the query read it, {READ_ATTEMPTS} times in a "
+        "row; run the query again"
+    )
+
+
+def changed_on_disk(states: list[FileState]) -> list[FileState]:
+    """The local files whose :func:`~bloomskip.dataset.sources.stat_key` is no longer the
+    one their decision was made under (a file gone included): one ``stat`` each.
+
+    The key holds the inode and the status-change time, which every write, rename or
+    ``utime`` sets, so a file replaced (even by an older copy, its times restored) or written
+    in place since has another key.
+
+    Args:
+        states: Local files' states, :attr:`FileState.listed` set.
+
+    Returns:
+        The states of the files that changed.
+    """
+    from bloomskip.dataset.sources import stat_key
+
+    moved = []
+    for state in states:
+        try:
+            key = stat_key(state.source.path)
+        except OSError:
+            key = None
+        if key != state.listed:
+            moved.append(state)
+    return moved
 
 
 def granules_to_units(granule_rows, granule_keep, unit_rows):

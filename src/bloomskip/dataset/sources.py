@@ -150,15 +150,34 @@ class IdentityCache:
             FormatError: The file is too short or its footer is malformed.
             OSError: The file cannot be read.
         """
+        return self.keyed(source)[1]
+
+    def keyed(self, source: SourceFile) -> tuple[tuple[int, ...], FileIdentity]:
+        """Return the file's :func:`stat_key`, taken before anything of it is read, and its
+        current identity.
+
+        A reader that finds the file with that key after its own reads knows they all read the
+        bytes the identity describes: a file changed since has another key.
+
+        Args:
+            source: The file.
+
+        Returns:
+            ``(stat key, identity)``.
+
+        Raises:
+            FormatError: The file is too short or its footer is malformed.
+            OSError: The file cannot be read.
+        """
         key = stat_key(source.path)
         known = self._known.get(source.path)
         if known is not None and known[0] == key:
-            return known[1]
+            return key, known[1]
         identity = source.identity()
         # Cached only when nothing changed while the footer was read.
         if stat_key(source.path) == key and (identity.size, identity.mtime_ns) == key[2:4]:
             self._known[source.path] = (key, identity)
-        return identity
+        return key, identity
 
 
 def read_footer_bytes(handle, size: int, file_format: str, source: str) -> bytes:
