@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -764,7 +765,8 @@ class LakeDataset(FrameConversions):
         explanation.warnings[:0] = warnings
         index_io = self._io_snapshot()
         footers = self._describe(explanation) if describe_data else 0
-        explanation.schema_source = lambda: self._schema(files, manifest)
+        # Read once per decision: the partition values (below) and the query both need it.
+        explanation.schema_source = functools.cache(lambda: self._schema(files, manifest))
         explanation.table_files = self._table_files(explanation)
         explanation.io = {
             "index_requests": index_io[0] - before[0],
