@@ -27,6 +27,7 @@ from lake_fixtures import upload
 
 from bloomskip import Dataset
 from bloomskip.dataset.sidecar import IndexSpec, read_sidecar, write_sidecar
+from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
     from chdb.session import Session
@@ -224,3 +225,50 @@ def test_an_index_recorded_with_the_files_zone(tmp_path: Path, chdb_session: Ses
         assert _ids(dataset, where) == _clickhouse(chdb_session, folder, where), where
     where = f"ts = '{_utc_text(INSTANTS[18])}'"
     assert dataset.explain(where).indexes[0].granules_skipped == len(INSTANTS) // ROW_GROUP - 1
+
+
+# Date-time text in the other forms ClickHouse reads as written: a 'T' for the space, a bare '.',
+# a fraction (9 digits: truncated to the column's microseconds, by ClickHouse and by DuckDB).
+OTHER_FORMS = [
+    "ts = '2024-01-15T09:30:00'",
+    "ts = '2024-01-15 09:30:00.'",
+    "ts = '2024-01-15T09:30:00.000'",
+    "ts = '2024-01-15 09:30:00.000000999'",
+    "ts IN ('2024-01-15T09:00:00', '2024-03-31T01:30:00.')",
+    "ts > '2024-10-27T00:30:00' AND id < 30",
+]
+# Text ClickHouse refuses (a day or a form it does not read), or reads in a way bloomskip does
+# not model (25:00:00 is the next day's 01:00; ten fraction digits are cut to nine).
+UNREAD_FORMS = [
+    "ts = '2024-02-30 00:00:00'",
+    "ts = '2024-01-15 9:30:00'",
+    "ts = '2024-01-15T09:30:00Z'",
+    "ts = '2024-01-15 25:00:00'",
+    "ts = '2024-01-15 09:30:00.0000000001'",
+]
+
+
+@pytest.mark.parametrize("zone", ["Europe/Paris", None], ids=lambda zone: zone or "naive")
+def test_date_time_text_is_read_once_as_clickhouse_reads_it(
+    zone: str | None, tmp_path: Path, chdb_session: Session
+) -> None:
+    """The exact filter and the index's probe read a date-time constant with one reader
+    (clickhouse/kinds.py): each form ClickHouse reads as written gives chdb's rows, with and
+    without the index, and the index still skips; any other text is refused in one line, where
+    the translation used to refuse the 'T' and '.' forms and hand '2024-02-30' to DuckDB."""
+    folder = tmp_path / "data"
+    _write(folder, zone, "pyarrow")
+    plain = Dataset(folder)
+    expected = {where: _clickhouse(chdb_session, folder, where) for where in OTHER_FORMS}
+    assert expected["ts = '2024-01-15T09:30:00'"] == [1]
+    for where in OTHER_FORMS:
+        assert _ids(plain, where) == expected[where], (where, "no index")
+    for where in UNREAD_FORMS:
+        with pytest.raises(BloomskipError, match="Cannot parse string .* as DateTime64"):
+            plain.query(where, ["id"])
+    indexed = Dataset(folder)
+    indexed.build_index([INDEX], granule="row-group", progress=False)
+    for where in OTHER_FORMS:
+        assert _ids(indexed, where) == expected[where], (where, "bloom_filter")
+    outcome = indexed.explain("ts = '2024-01-15T09:30:00.'").indexes[0]
+    assert outcome.granules_skipped == outcome.granules - 1

@@ -58,6 +58,7 @@ from bloomskip.clickhouse.granule import (
     IndexedGranules,
     TextGranules,
 )
+from bloomskip.clickhouse.kinds import read_date_text, read_datetime_text
 from bloomskip.clickhouse.regexp import analyze_regexp
 from bloomskip.clickhouse.tokenizers import QueryTokenizer, like_affix
 from bloomskip.errors import ConditionError
@@ -430,10 +431,11 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
         if kind == "date":
             days = value
         elif kind == "string":
-            try:
-                days = (date.fromisoformat(value.decode("ascii")) - date(1970, 1, 1)).days
-            except (ValueError, UnicodeDecodeError):
+            # The exact filter reads the text with the same reader (dataset/translate.py).
+            day = read_date_text(value)
+            if day is None:
                 return None
+            days = (day - date(1970, 1, 1)).days
         else:
             return None
         low, high = (0, 2**16 - 1) if name == "Date" else (-25567, 120529)
@@ -465,12 +467,6 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
 
 # Zones whose offset is zero at every instant: read without the time-zone database.
 _UTC_ZONES = {"UTC", "Etc/UTC", "UCT", "Etc/UCT", "GMT", "Etc/GMT", "Universal", "Zulu"}
-# 'YYYY-MM-DD' or 'YYYY-MM-DD hh:mm:ss[.fraction]' (also with 'T'): the text forms whose
-# reading is modelled here; ClickHouse accepts more (and some it reads surprisingly, such as
-# '2024-01-01 25:00:00'), which then get no atom.
-_DATETIME_TEXT = re.compile(
-    rb"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]*))?)?"
-)
 _DATETIME64_YEARS = (1900, 2299)  # the range of DateTime64 values ClickHouse keeps unclamped
 _ZONE_YEARS = (1970, 2100)  # local times of other zones are converted within these years only
 
@@ -510,19 +506,16 @@ def _convert_datetime(kind: str, value: object, target: ClickHouseType) -> int |
 
 
 def _parse_datetime_text(text: bytes, zone: str | None, scale: int) -> int | None:
-    """Ticks of 10**-scale s of a date-time text read in ``zone``, or None (not modelled)."""
-    match = _DATETIME_TEXT.fullmatch(text)
-    if match is None:
+    """Ticks of 10**-scale s of a date-time text read in ``zone``, or None: a text ClickHouse
+    refuses or reads in a way not modelled (:func:`~bloomskip.clickhouse.kinds.read_datetime_text`,
+    which the exact filter reads constants with too) gets no atom."""
+    reading = read_datetime_text(text)
+    if reading is None:
         return None
-    fields = [int(group) if group else 0 for group in match.groups()[:6]]
-    try:
-        moment = datetime(*fields)
-    except ValueError:
-        return None  # '2024-02-30': an error in ClickHouse
-    seconds = _local_seconds(moment, zone)
+    seconds = _local_seconds(reading.moment, zone)
     if seconds is None:
         return None
-    fraction = (match.group(7) or b"")[:scale].ljust(scale, b"0")
+    fraction = reading.fraction[:scale].ljust(scale, "0")
     return seconds * 10**scale + (int(fraction) if scale else 0)
 
 

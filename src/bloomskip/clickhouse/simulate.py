@@ -310,22 +310,11 @@ def simulate(
     import numpy as np
     from tqdm import tqdm
 
-    from bloomskip.bits import build_threads
-    from bloomskip.clickhouse.compression import write_compressed_stream
-    from bloomskip.clickhouse.condition import compile_condition, index_never_used_reason
-    from bloomskip.clickhouse.index import SkipIndex
-    from bloomskip.clickhouse.marks import write_skip_index_files
-    from bloomskip.clickhouse.types import clickhouse_type_for
-
     threads = _default_jobs() if jobs is None else _check_jobs(jobs)
     rows = table.num_rows
     full, rest = divmod(rows, index_granularity)
     granule_rows = np.array([index_granularity] * full + ([rest] if rest else []), np.int64)
-    types = {}
-    for name in table.column_names:
-        types[name] = (column_types or {}).get(name) or clickhouse_type_for(
-            table.schema.field(name).type
-        )
+    types = _column_types(table, column_types)
     if emit is not None:
         try:
             emit.mkdir(parents=True, exist_ok=True)
@@ -339,54 +328,137 @@ def simulate(
         unit="index",
         disable=None if progress is None else not progress,
     ):
-        try:
-            with build_threads(threads):
-                index = SkipIndex.build(definition, table, granule_rows, types)
-        except ValueError as exc:
-            # Type checks already name the index; other errors (data, Arrow types) do not.
-            prefix = f"index {definition.name!r}: "
-            message = str(exc) if str(exc).startswith(prefix) else prefix + str(exc)
-            raise SimulateError(message) from exc
-        granules = [granule.to_bytes() for granule in index]
-        uncompressed_bytes = sum(map(len, granules))
-        if emit is None:
-            compressed_bytes = len(write_compressed_stream(granules, codec)[0])
-        else:
-            try:
-                idx_path, _ = write_skip_index_files(emit, definition.name, granules, codec=codec)
-            except OSError as exc:
-                raise SimulateError(f"--emit {emit}: cannot write: {exc}") from exc
-            compressed_bytes = idx_path.stat().st_size
-        # The granules' fill ratios, counted in place (granule_statistics builds a whole table).
-        fill = np.concatenate(
-            [index.granules.fill_ratios(c) for c in range(index.column_count)] or [np.zeros(0)]
-        )
-        report = IndexReport(
-            name=definition.name,
-            type=definition.type,
-            definition=definition.to_sql(),
-            bytes=uncompressed_bytes,
-            compressed_bytes=compressed_bytes,
-            bits_per_row=8 * uncompressed_bytes / rows if rows else 0.0,
-            mean_fill_ratio=float(fill.mean()) if len(fill) else 0.0,
-            granules_total=len(granule_rows),
-        )
-        for column_type in index.index_column_types or ():
-            reason = index_never_used_reason(definition.type, str(column_type))
-            if reason is not None and reason not in report.warnings:
-                report.warnings.append(reason)
-        for where in predicates:
-            condition = compile_condition(where, definition, types)
-            selected = condition.select(index)
-            rows_read = int((data_row_bounds[selected + 1] - data_row_bounds[selected]).sum())
-            report.predicates.append(
-                PredicateReport(
-                    where=where,
-                    granules_selected=len(selected),
-                    rows_skipped=rows - rows_read,
-                    rows_skipped_fraction=(rows - rows_read) / rows if rows else 0.0,
-                    useful=condition.useful,
-                )
-            )
+        index = _build_index(definition, table, granule_rows, types, threads)
+        report = _index_report(definition, index, granule_rows, emit, codec)
+        report.predicates = [
+            _predicate_report(where, definition, index, types, data_row_bounds)
+            for where in predicates
+        ]
         reports.append(report)
     return reports
+
+
+def _column_types(table: pa.Table, column_types: dict[str, str] | None) -> dict[str, str]:
+    """The ClickHouse type of each column: the one given, else the Arrow type's default."""
+    from bloomskip.clickhouse.types import clickhouse_type_for
+
+    types = {}
+    for name in table.column_names:
+        types[name] = (column_types or {}).get(name) or clickhouse_type_for(
+            table.schema.field(name).type
+        )
+    return types
+
+
+def _build_index(
+    definition: IndexDefinition, table: pa.Table, granule_rows, types: dict, threads: int
+):
+    """Build one index's granules over ``table`` on ``threads`` threads.
+
+    Returns:
+        The :class:`~bloomskip.clickhouse.index.SkipIndex`.
+
+    Raises:
+        SimulateError: The data or a column type cannot be indexed (the message names the
+            index).
+    """
+    from bloomskip.bits import build_threads
+    from bloomskip.clickhouse.index import SkipIndex
+
+    try:
+        with build_threads(threads):
+            return SkipIndex.build(definition, table, granule_rows, types)
+    except ValueError as exc:
+        # Type checks already name the index; other errors (data, Arrow types) do not.
+        prefix = f"index {definition.name!r}: "
+        message = str(exc) if str(exc).startswith(prefix) else prefix + str(exc)
+        raise SimulateError(message) from exc
+
+
+def _index_report(
+    definition: IndexDefinition, index, granule_rows, emit: Path | None, codec: str
+) -> IndexReport:
+    """An index's sizes, fill and warnings, its predicates left to :func:`_predicate_report`.
+
+    Args:
+        definition: The index.
+        index: Its :class:`~bloomskip.clickhouse.index.SkipIndex`.
+        granule_rows: Rows per data granule (they sum to the table's rows).
+        emit: Directory to write the index's ``.idx`` / ``.mrk2`` into, or None.
+        codec: Codec of the ``.idx`` stream, emitted or only measured.
+
+    Returns:
+        The :class:`IndexReport`, ``predicates`` empty.
+
+    Raises:
+        SimulateError: ``emit`` cannot be written.
+    """
+    import numpy as np
+
+    from bloomskip.clickhouse.compression import write_compressed_stream
+    from bloomskip.clickhouse.condition import index_never_used_reason
+    from bloomskip.clickhouse.marks import write_skip_index_files
+
+    rows = int(granule_rows.sum())
+    granules = [granule.to_bytes() for granule in index]
+    uncompressed_bytes = sum(map(len, granules))
+    if emit is None:
+        compressed_bytes = len(write_compressed_stream(granules, codec)[0])
+    else:
+        try:
+            idx_path, _ = write_skip_index_files(emit, definition.name, granules, codec=codec)
+        except OSError as exc:
+            raise SimulateError(f"--emit {emit}: cannot write: {exc}") from exc
+        compressed_bytes = idx_path.stat().st_size
+    # The granules' fill ratios, counted in place (granule_statistics builds a whole table).
+    fill = np.concatenate(
+        [index.granules.fill_ratios(c) for c in range(index.column_count)] or [np.zeros(0)]
+    )
+    report = IndexReport(
+        name=definition.name,
+        type=definition.type,
+        definition=definition.to_sql(),
+        bytes=uncompressed_bytes,
+        compressed_bytes=compressed_bytes,
+        bits_per_row=8 * uncompressed_bytes / rows if rows else 0.0,
+        mean_fill_ratio=float(fill.mean()) if len(fill) else 0.0,
+        granules_total=len(granule_rows),
+    )
+    for column_type in index.index_column_types or ():
+        reason = index_never_used_reason(definition.type, str(column_type))
+        if reason is not None and reason not in report.warnings:
+            report.warnings.append(reason)
+    return report
+
+
+def _predicate_report(
+    where: str, definition: IndexDefinition, index, types: dict, data_row_bounds
+) -> PredicateReport:
+    """The data granules one index selects for ``where`` and the rows it skips.
+
+    Args:
+        where: The predicate.
+        definition: The index.
+        index: Its :class:`~bloomskip.clickhouse.index.SkipIndex`.
+        types: ClickHouse type per column.
+        data_row_bounds: The first row of each data granule, then the table's rows.
+
+    Returns:
+        The :class:`PredicateReport`.
+
+    Raises:
+        ConditionError: ``where`` is not valid SQL.
+    """
+    from bloomskip.clickhouse.condition import compile_condition
+
+    rows = int(data_row_bounds[-1])
+    condition = compile_condition(where, definition, types)
+    selected = condition.select(index)
+    rows_read = int((data_row_bounds[selected + 1] - data_row_bounds[selected]).sum())
+    return PredicateReport(
+        where=where,
+        granules_selected=len(selected),
+        rows_skipped=rows - rows_read,
+        rows_skipped_fraction=(rows - rows_read) / rows if rows else 0.0,
+        useful=condition.useful,
+    )

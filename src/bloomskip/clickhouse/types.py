@@ -29,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from bloomskip._batch import arrow_bits
-from bloomskip.errors import UnsupportedTypeError
+from bloomskip.clickhouse.kinds import TIME_UNIT_DIGITS, column_kind
+from bloomskip.errors import BloomskipError, UnsupportedTypeError
 
 # pyarrow.compute is imported by the functions that use it: hashing a plain column needs none
 # of it, and importing it adds about 0.1 s to a command.
@@ -41,6 +42,7 @@ __all__ = [
     "type_from_sqlglot",
     "UnsupportedTypeError",
     "clickhouse_type_for",
+    "index_type_key",
     "parse_clickhouse_type",
     "text_values",
     "value_hashes",
@@ -278,62 +280,74 @@ def clickhouse_type_for(arrow_type: pa.DataType, nullable: bool = False) -> str:
 
 
 def _clickhouse_type_for(arrow_type: pa.DataType) -> str:
-    t = pa.types
-    simple = {
-        pa.bool_(): "Bool",
-        pa.int8(): "Int8",
-        pa.int16(): "Int16",
-        pa.int32(): "Int32",
-        pa.int64(): "Int64",
-        pa.uint8(): "UInt8",
-        pa.uint16(): "UInt16",
-        pa.uint32(): "UInt32",
-        pa.uint64(): "UInt64",
-        pa.float16(): "Float32",
-        pa.float32(): "Float32",
-        pa.float64(): "Float64",
-        # ClickHouse's bloom_filter rejects Date32, so Arrow dates map to Date (UInt16 days; chdb
-        # exports Date as date32). Days outside 1970..2149 wrap modulo 2**16, which can only add
-        # false positives.
-        pa.date32(): "Date",
-        pa.date64(): "Date",
-    }
-    if arrow_type in simple:
-        return simple[arrow_type]
-    if isinstance(arrow_type, pa.BaseExtensionType) and arrow_type.extension_name == "arrow.uuid":
-        return "UUID"
-    if (
-        t.is_string(arrow_type)
-        or t.is_large_string(arrow_type)
-        or t.is_binary(arrow_type)
-        or t.is_large_binary(arrow_type)
-        or t.is_string_view(arrow_type)
-        or t.is_binary_view(arrow_type)
-    ):
+    if pa.types.is_dictionary(arrow_type):
+        return f"LowCardinality({_clickhouse_type_for(arrow_type.value_type)})"
+    kind = column_kind(arrow_type)
+    if kind in ("int", "uint"):
+        return f"{'UInt' if kind == 'uint' else 'Int'}{arrow_type.bit_width}"
+    if kind in _KIND_NAMES:
+        return _KIND_NAMES[kind]
+    if kind in ("string", "binary"):
+        if pa.types.is_fixed_size_binary(arrow_type):
+            return f"FixedString({arrow_type.byte_width})"
         return "String"
-    if t.is_fixed_size_binary(arrow_type):
-        return f"FixedString({arrow_type.byte_width})"
-    if t.is_timestamp(arrow_type):
+    if kind in ("timestamp", "timestamptz"):
         # ClickHouse reads every Parquet timestamp, zoned or not, as DateTime64(p, 'UTC') and a
         # string constant compared with it as a UTC time (verified with chdb, in any session
         # zone); the exact filter reads it so too (dataset/translate.py). The Arrow zone only
         # labels the stored UTC instant, which is what is hashed: typing the column in that
         # zone would read the constant there and probe another instant.
-        precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[arrow_type.unit]
+        precision = TIME_UNIT_DIGITS[arrow_type.unit]
         if precision == 0:
             return "DateTime('UTC')"
         return f"DateTime64({precision}, 'UTC')"
-    if t.is_dictionary(arrow_type):
-        return f"LowCardinality({_clickhouse_type_for(arrow_type.value_type)})"
-    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+    if kind == "list":
         return f"Array({_clickhouse_type_for(arrow_type.value_type)})"
-    if t.is_map(arrow_type):
+    if kind == "map":
         key = _clickhouse_type_for(arrow_type.key_type)
         return f"Map({key}, {_clickhouse_type_for(arrow_type.item_type)})"
     raise UnsupportedTypeError(
         f"Arrow type {arrow_type} has no ClickHouse type a bloom-filter index can hash; "
         "pass an explicit ClickHouse type"
     )
+
+
+# Column kinds (bloomskip.clickhouse.kinds) of one ClickHouse type each.
+_KIND_NAMES = {
+    "bool": "Bool",
+    "float32": "Float32",
+    "float64": "Float64",
+    "uuid": "UUID",
+    # ClickHouse's bloom_filter rejects Date32, so Arrow dates map to Date (UInt16 days; chdb
+    # exports Date as date32). Days outside 1970..2149 wrap modulo 2**16, which can only add
+    # false positives.
+    "date": "Date",
+}
+
+
+def index_type_key(arrow_type: pa.DataType) -> str:
+    """How an index sees a column of this Arrow type: its ClickHouse type without
+    ``LowCardinality``, or the Arrow type's name when it has no ClickHouse type.
+
+    Columns of two files (or of a file and an index's record) with the same key are hashed
+    alike, so one index covers both.
+
+    Args:
+        arrow_type: An Arrow data type.
+
+    Returns:
+        The key, e.g. ``"String"`` for ``string``, ``large_string`` and a dictionary of strings.
+
+    Example:
+        >>> index_type_key(pa.dictionary(pa.int8(), pa.large_string()))
+        'String'
+        >>> index_type_key(pa.decimal128(10, 2))
+        'decimal128(10, 2)'
+    """
+    try:
+        return str(parse_clickhouse_type(clickhouse_type_for(arrow_type)).base())
+    except BloomskipError:
+        return str(arrow_type)
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,7 +524,6 @@ def _scalar_hashes(
 # Converting Arrow data to ClickHouse's in-memory representation
 
 
-_TIME_UNIT_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _DAY_SECONDS = 86_400
 
 
@@ -573,7 +586,7 @@ def _integer_values(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:
     elif t.is_date64(arrow_type):
         numbers = _rescale_timestamp(numbers, 3, base)
     elif t.is_timestamp(arrow_type):
-        numbers = _rescale_timestamp(numbers, _TIME_UNIT_DIGITS[arrow_type.unit], base)
+        numbers = _rescale_timestamp(numbers, TIME_UNIT_DIGITS[arrow_type.unit], base)
     if numbers.dtype.kind in "iu" and numbers.dtype.itemsize == storage.itemsize:
         return numbers.view(storage)  # the same bits: no copy
     # astype between integer dtypes wraps modulo 2**bits, like ClickHouse's narrowing casts.
@@ -604,10 +617,7 @@ def _rescale_timestamp(counts: np.ndarray, digits: int, base: ClickHouseType) ->
 
 
 def _is_text(arrow_type: pa.DataType) -> bool:
-    t = pa.types
-    if t.is_dictionary(arrow_type):
-        return _is_text(arrow_type.value_type)
-    return t.is_string(arrow_type) or t.is_large_string(arrow_type) or t.is_string_view(arrow_type)
+    return column_kind(arrow_type) == "string"
 
 
 def _enum_codes(chunk: pa.Array, base: ClickHouseType) -> np.ndarray:

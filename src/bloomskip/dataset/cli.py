@@ -32,6 +32,14 @@ def register(subparsers) -> None:
     """
     index = subparsers.add_parser("index", help="skip indexes over Parquet / Arrow datasets")
     index_commands = index.add_subparsers(dest="index_command", metavar="COMMAND", required=True)
+    _register_build(index_commands)
+    _register_maintenance(index_commands)
+    _register_query(subparsers)
+    _register_demo(subparsers)
+
+
+def _register_build(index_commands) -> None:
+    """Add ``index build``: what to index, the granule, where the index goes, threads."""
     build = index_commands.add_parser(
         "build",
         help="build or refresh a dataset's sidecar index",
@@ -86,8 +94,10 @@ def register(subparsers) -> None:
         "--json", action="store_true", help="print the build report as one JSON object"
     )
     build.set_defaults(func=_build)
-    _register_maintenance(index_commands)
 
+
+def _register_query(subparsers) -> None:
+    """Add ``query``: the WHERE, the output, ``--explain`` and its variants, snapshots."""
     query = subparsers.add_parser(
         "query",
         help="query a dataset, reading only the row groups its index cannot rule out",
@@ -145,6 +155,9 @@ def register(subparsers) -> None:
     )
     query.set_defaults(func=_query)
 
+
+def _register_demo(subparsers) -> None:
+    """Add ``demo``: where the sample data goes, its rows, whether it is kept."""
     demo = subparsers.add_parser(
         "demo",
         help="generate a sample log dataset, index it and compare with a DuckDB full scan",
@@ -189,6 +202,7 @@ def _index_location_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_maintenance(index_commands) -> None:
+    """Add ``index status``, ``list``, ``compact``, ``vacuum`` and ``drop``."""
     status = index_commands.add_parser(
         "status",
         help="show an index: definitions and bytes, files covered, stale and missing files "

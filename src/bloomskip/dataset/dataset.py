@@ -102,17 +102,6 @@ def _local_path(path: str | os.PathLike) -> str | os.PathLike:
     return path
 
 
-def _index_type_key(arrow_type) -> str:
-    """How an index sees a column's type: its ClickHouse type without LowCardinality."""
-    from bloomskip.clickhouse.types import clickhouse_type_for, parse_clickhouse_type
-    from bloomskip.errors import BloomskipError
-
-    try:
-        return str(parse_clickhouse_type(clickhouse_type_for(arrow_type)).base())
-    except BloomskipError:
-        return str(arrow_type)
-
-
 def _schema_text(schema) -> str:
     """A schema on one line: ``(id: int64, s: string)``."""
     return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
@@ -561,13 +550,14 @@ class Dataset(FrameConversions):
         return self._schema_conflicts()
 
     def _schema_conflicts(self) -> dict[str, str]:
+        from bloomskip.clickhouse.types import index_type_key
         from bloomskip.dataset.vocabulary import relative_to
 
         seen: dict[str, dict[str, str]] = {}
         for source, schema in zip(self.files, self._file_schemas(), strict=True):
             for field in schema:
                 seen.setdefault(field.name, {}).setdefault(
-                    _index_type_key(field.type),
+                    index_type_key(field.type),
                     f"{relative_to(source.path, self.root)}: {field.type}",
                 )
         return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}

@@ -26,7 +26,12 @@ from datetime import UTC
 from typing import TYPE_CHECKING
 
 from bloomskip._store import is_object_uri, one_line, open_store
-from bloomskip.dataset.tables import ICEBERG_SCHEME, TableFile, TableSnapshot, parse_timestamp
+from bloomskip.dataset.table_snapshot import (
+    ICEBERG_SCHEME,
+    TableFile,
+    TableSnapshot,
+    parse_timestamp,
+)
 from bloomskip.errors import BloomskipError, StorageError
 
 if TYPE_CHECKING:
@@ -76,8 +81,8 @@ def open_iceberg(
             in the table's snapshot log committed at or before it).
 
     Returns:
-        A :class:`~bloomskip.dataset.tables.TableSnapshot`; a table without a snapshot has no
-        files.
+        A :class:`~bloomskip.dataset.table_snapshot.TableSnapshot`; a table without a snapshot
+        has no files.
 
     Raises:
         BloomskipError: A bad URI, a snapshot that does not exist, or a table feature whose

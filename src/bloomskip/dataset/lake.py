@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -178,8 +177,8 @@ class LakeDataset(FrameConversions):
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
         self._connection = None
-        # The size of each manifest version the last listing saw (an index beside the data).
-        self._version_sizes: dict[int, int] = {}
+        # Each manifest version's object as the last listing saw it (an index beside the data).
+        self._version_objects: dict[int, ObjectInfo] = {}
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -232,7 +231,7 @@ class LakeDataset(FrameConversions):
                 number = version_number(inner)
                 if number is not None:
                     versions.append(number)
-                    self._version_sizes[number] = info.size
+                    self._version_objects[number] = info
                 elif is_segment_key(inner):
                     self._listed_segments.add(inner)
                 continue
@@ -300,13 +299,13 @@ class LakeDataset(FrameConversions):
         being fetched (``MAX_MANIFEST_BYTES``).
         """
         if versions is None:
-            sizes = self.log.version_sizes()
+            listed = self.log.version_objects()
         else:
-            sizes = {number: self._version_sizes.get(number) for number in versions}
-        if not sizes:
+            listed = {number: self._version_objects.get(number) for number in versions}
+        if not listed:
             return None
-        newest = max(sizes)
-        return self.log.read_version(newest, sizes[newest])
+        newest = max(listed)
+        return self.log.read_version(newest, listed[newest])
 
     def _source(self, listed: ListedFile) -> SourceFile:
         filesystem, base = self.filesystem()
@@ -712,13 +711,13 @@ class LakeDataset(FrameConversions):
         ]
 
     def _check_types(self, listed: ListedFile, schema, prepared) -> None:
-        from bloomskip.dataset.dataset import _index_type_key
+        from bloomskip.clickhouse.types import index_type_key
 
         for item in prepared:
             for name, arrow_type in zip(item.columns, item.arrow_types, strict=False):
                 if name in schema.names:
                     found = schema.field(name).type
-                    if _index_type_key(found) != _index_type_key(arrow_type):
+                    if index_type_key(found) != index_type_key(arrow_type):
                         raise BloomskipError(
                             f"index {item.spec.definition}: column {name!r} is {arrow_type} in "
                             f"the first file and {found} in {self._uri_of(listed.key)}; "
@@ -765,8 +764,12 @@ class LakeDataset(FrameConversions):
         explanation.warnings[:0] = warnings
         index_io = self._io_snapshot()
         footers = self._describe(explanation) if describe_data else 0
-        # Read once per decision: the partition values (below) and the query both need it.
-        explanation.schema_source = functools.cache(lambda: self._schema(files, manifest))
+        # Read once per decision: the partition values (below) and the query both need them.
+        file_schemas = functools.cache(lambda: self._file_schemas(files, manifest))
+        explanation.schema_source = functools.cache(
+            lambda: self._schema(files, manifest, file_schemas)
+        )
+        explanation.files_agree = lambda: _readable_by_path(explanation, file_schemas())
         explanation.table_files = self._table_files(explanation)
         explanation.io = {
             "index_requests": index_io[0] - before[0],
@@ -875,7 +878,7 @@ class LakeDataset(FrameConversions):
 
     def _coverage(self, files, manifest: Manifest | None) -> dict:
         """Per file key, the segment that covers it and the identity it was indexed at."""
-        return manifest.files() if manifest is not None else {}
+        return manifest.files(listed.key for listed in files) if manifest is not None else {}
 
     def _open_segment(
         self, segment: SegmentEntry, useful, indexes, warnings, files
@@ -924,17 +927,27 @@ class LakeDataset(FrameConversions):
         files, versions = self.list_files()
         return self._schema(files, self.latest_manifest(versions))
 
-    def _schema(self, files, manifest) -> pa.Schema:
+    def _schema(self, files, manifest, file_schemas=None) -> pa.Schema:
+        """The dataset's schema: its files' schemas unified, then the ``key=value`` folders'
+        columns (``file_schemas``: gives :meth:`_file_schemas`, when already at hand)."""
         import pyarrow as pa
 
+        schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
+        held = self._unify(schemas, [item.key for item in files])
+        # The columns of key=value folders follow the files' own (dataset/hive.py).
+        return pa.schema(list(held) + list(self._partitioning(files, held).fields))
+
+    def _file_schemas(self, files, manifest) -> list[pa.Schema]:
+        """The schemas of ``files``: one per segment describing some of them as they are now
+        (from the manifest), one per other file (from its footer)."""
         schemas = []
         described: set[str] = set()
         listed = {item.key: item for item in files}
         for segment in manifest.segments if manifest is not None else ():
             current = [
                 key
-                for key, identity in segment.files.items()
-                if key in listed and identity_matches(identity, listed[key].identity)
+                for key in segment.files.keys() & listed.keys()
+                if identity_matches(segment.files[key], listed[key].identity)
             ]
             schema = decode_schema(segment.schema) if current else None
             if schema is not None:
@@ -942,9 +955,7 @@ class LakeDataset(FrameConversions):
                 described.update(current)
         # Files no segment describes as they are now (new, rewritten): their footers are read.
         schemas += [self._read_schema(item) for item in files if item.key not in described]
-        held = self._unify(schemas, [item.key for item in files])
-        # The columns of key=value folders follow the files' own (dataset/hive.py).
-        return pa.schema(list(held) + list(self._partitioning(files, held).fields))
+        return schemas
 
     def _partitioning(self, files, schema):
         """The partition columns of the files' ``key=value`` folders and each file's values.
@@ -1054,53 +1065,22 @@ class LakeDataset(FrameConversions):
         ).table_files()
 
     def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
-        import duckdb
+        from bloomskip.dataset.query import run_query
 
-        from bloomskip.dataset.prune import surviving_dataset
-        from bloomskip.dataset.query import (
-            REWRITER_LIMIT,
-            aliased_view,
-            connect,
-            interrupting_on_sigint,
-            select_list,
+        # A table's files carry its partition values and deletes: pyarrow reads them.
+        agree = not table_files and explanation.files_agree is not None
+        agree = agree and explanation.files_agree()
+        return run_query(
+            explanation,
+            explanation.schema_source(),
+            where,
+            columns,
+            limit,
+            self.duckdb_connection(),
+            uniform=agree,
+            table_files=table_files,
+            by_path=agree,
         )
-        from bloomskip.dataset.translate import (
-            clickhouse_to_duckdb_tables,
-            column_kinds,
-            conjunctions_under_or,
-            duckdb_aliases,
-        )
-
-        schema = explanation.schema_source()
-        kinds = column_kinds(schema)
-        aliases = duckdb_aliases(schema.names)
-        condition, value_tables = clickhouse_to_duckdb_tables(where, kinds, aliases)
-        projection = select_list(columns, kinds, aliases)
-        data = aliased_view(surviving_dataset(explanation, schema, table_files), aliases)
-        suffix = "" if limit is None else f" LIMIT {int(limit)}"
-        owned = None
-        if conjunctions_under_or(where) >= REWRITER_LIMIT:
-            # DuckDB's rewriter is quadratic on such WHEREs, and the setting is database-wide.
-            connection = owned = connect({"disabled_optimizers": "expression_rewriter"})
-        else:
-            connection = self.duckdb_connection()
-        cursor = connection.cursor()  # its own view names
-        sql = f"SELECT {projection} FROM bloomskip_dataset WHERE {condition}{suffix}"
-        logging.getLogger("bloomskip.dataset.query").debug("DuckDB SQL: %s", sql)
-        try:
-            with interrupting_on_sigint(cursor):
-                for name, table in value_tables:  # long IN lists, joined by name
-                    cursor.register(name, table)
-                cursor.register("bloomskip_dataset", data)
-                return cursor.sql(sql).to_arrow_table()
-        except (duckdb.Error, RuntimeError) as exc:  # RuntimeError: DuckDB's interrupt
-            from bloomskip.dataset.query import _rejected
-
-            raise _rejected(where, exc) from exc
-        finally:
-            cursor.close()
-            if owned is not None:
-                owned.close()
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -1254,6 +1234,31 @@ class LakeDataset(FrameConversions):
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
         return self.log.drop()
+
+
+def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> bool:
+    """Whether DuckDB may read the kept files by path, as the one scan does for a folder.
+
+    They must be local Parquet files of one schema. A nanosecond timestamp is left to pyarrow:
+    INT96 and INT64 columns are both ``timestamp[ns]`` to Arrow, but two types to DuckDB, and
+    a manifest records the Arrow schema only.
+    """
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    return (
+        all(
+            isinstance(state.source.filesystem, (pafs.LocalFileSystem, type(None)))
+            and state.source.format == "parquet"
+            for state in explanation.files
+        )
+        and all(schema.equals(schemas[0]) for schema in schemas[1:])
+        and not any(
+            pa.types.is_timestamp(field.type) and field.type.unit == "ns"
+            for schema in schemas[:1]
+            for field in schema
+        )
+    )
 
 
 def _same_object(listed: ObjectInfo, now: ObjectInfo | None) -> bool:

@@ -38,8 +38,9 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
-from bloomskip._store import Store, coalesce
+from bloomskip._store import ObjectInfo, Store, coalesce
 from bloomskip.dataset.sidecar import (
     FileEntry,
     IndexSpec,
@@ -108,12 +109,24 @@ class Manifest:
     table: Mapping[str, int | str] | None = None
     damaged: tuple[str, ...] = ()
 
-    def files(self) -> dict[str, tuple[SegmentEntry, Identity]]:
-        """Every covered file: its segment and the identity it was indexed at."""
+    def files(self, among: Iterable[str] | None = None) -> dict[str, tuple[SegmentEntry, Identity]]:
+        """Every covered file: its segment and the identity it was indexed at.
+
+        Args:
+            among: Only these files (the ones a query lists): the work and memory then follow
+                their number, not the manifest's.
+        """
+        if among is None:
+            return {
+                path: (segment, identity)
+                for segment in self.segments
+                for path, identity in segment.files.items()
+            }
+        wanted = set(among)
         return {
-            path: (segment, identity)
+            path: (segment, segment.files[path])
             for segment in self.segments
-            for path, identity in segment.files.items()
+            for path in segment.files.keys() & wanted  # iterates the smaller of the two
         }
 
 
@@ -314,6 +327,9 @@ class IndexLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        # The last version read, by the listing's description of its object: a dataset's
+        # explain and query, or successive queries, decode a large manifest once.
+        self._last_read: tuple[tuple, Manifest] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -323,12 +339,16 @@ class IndexLog:
 
     def version_sizes(self) -> dict[int, int]:
         """Every manifest version present with its size in bytes (one listing)."""
-        sizes = {}
+        return {number: info.size for number, info in self.version_objects().items()}
+
+    def version_objects(self) -> dict[int, ObjectInfo]:
+        """Every manifest version present, as the listing describes its object (one listing)."""
+        objects = {}
         for info in self.store.list(VERSIONS):
             number = version_number(info.key)
             if number is not None:
-                sizes[number] = info.size
-        return sizes
+                objects[number] = info
+        return objects
 
     def latest(self) -> Manifest | None:
         """The newest manifest version, or ``None`` when there is none.
@@ -337,11 +357,11 @@ class IndexLog:
             FormatError: The newest version is corrupt (the message names its URI and field).
             StorageError: The location cannot be listed or read.
         """
-        sizes = self.version_sizes()
-        if not sizes:
+        listed = self.version_objects()
+        if not listed:
             return None
-        newest = max(sizes)
-        return self.read_version(newest, sizes[newest])
+        newest = max(listed)
+        return self.read_version(newest, listed[newest])
 
     def latest_readable(
         self, numbers: Sequence[int] | None = None
@@ -363,25 +383,46 @@ class IndexLog:
         Raises:
             StorageError: The location cannot be listed or read.
         """
-        sizes = self.version_sizes() if numbers is None else dict.fromkeys(numbers)
-        newest = max(sizes, default=0)
+        listed = self.version_objects() if numbers is None else dict.fromkeys(numbers)
+        newest = max(listed, default=0)
         unreadable = []
-        for number in sorted(sizes, reverse=True):
+        for number in sorted(listed, reverse=True):
             try:
-                return self.read_version(number, sizes[number]), newest, unreadable
+                return self.read_version(number, listed[number]), newest, unreadable
             except FormatError as exc:
                 unreadable.append(f"manifest version {number} is unreadable: {exc}")
         return None, newest, unreadable
 
-    def read_version(self, number: int, size: int | None = None) -> Manifest:
-        """Read and validate manifest version ``number`` (of ``size`` bytes, if listed)."""
+    def read_version(self, number: int, listed: ObjectInfo | None = None) -> Manifest:
+        """Read and validate manifest version ``number``.
+
+        Args:
+            number: The version.
+            listed: Its object as a listing described it, if listed: an oversized one is
+                refused unread, and one identical to the last version read (same size,
+                modification time, ETag or version id, status-change time) is not read again.
+
+        Raises:
+            FormatError: The version is oversized or corrupt.
+            StorageError: It cannot be read.
+        """
         key = version_key(number)
-        if size is not None and size > MAX_MANIFEST_BYTES:
+        if listed is not None and listed.size > MAX_MANIFEST_BYTES:
             raise FormatError(
-                f"{size} bytes is too large for a manifest", source=self.store.uri_of(key)
+                f"{listed.size} bytes is too large for a manifest", source=self.store.uri_of(key)
             )
-        data = self.store.get(key)
-        return decode_manifest(data, self.store.uri_of(key), number)
+        identity = None
+        if listed is not None:
+            identity = (number, listed.size, listed.mtime_ns, listed.etag, listed.version)
+            identity += (listed.ctime_ns,)
+            if self._last_read is not None and self._last_read[0] == identity:
+                return self._last_read[1]
+        # Dropped first: the version decoded next would otherwise live beside it.
+        self._last_read = None
+        manifest = decode_manifest(self.store.get(key), self.store.uri_of(key), number)
+        if identity is not None:
+            self._last_read = (identity, manifest)
+        return manifest
 
     def read_segment(
         self, segment: SegmentEntry, index_numbers: Iterable[int], indexes: Sequence[IndexSpec]
@@ -544,6 +585,7 @@ class IndexLog:
             for info in self.store.list("")
             if version_number(info.key) is not None or is_segment_key(info.key)
         ]
+        self._last_read = None
         # Versions first: once none is left, no reader can see a half-deleted index.
         for key in sorted(keys, key=lambda key: not key.startswith(VERSIONS)):
             self.store.delete(key)
@@ -784,15 +826,57 @@ def encode_manifest(manifest: Manifest) -> bytes:
 
 
 def _checksum(item: dict, where: str, source: str) -> str:
-    """The SHA-256 (hex) of ``item``'s canonical JSON, leaving out its own ``checksum``."""
+    """The SHA-256 (hex) of ``item``'s canonical JSON, leaving out its own ``checksum``.
+
+    The canonical JSON is ``json.dumps(body, separators=(",", ":"), sort_keys=True)``, hashed
+    in pieces (see :func:`_canonical_pieces`) so that a segment of 10⁵ files never exists as
+    one string: a manifest costs a small constant times its own size in memory.
+    """
     body = {name: value for name, value in item.items() if name != "checksum"}
+    digest = hashlib.sha256()
     try:
-        text = json.dumps(body, separators=(",", ":"), sort_keys=True)
+        for piece in _canonical_pieces(body):
+            digest.update(piece.encode("utf-8"))
     except (ValueError, TypeError, RecursionError) as exc:
         raise FormatError(
             f"{where} cannot be checksummed: {exc}", field=where, source=source
         ) from exc
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest.hexdigest()
+
+
+#: Entries of one object serialized at a time when hashing a large one.
+_CANONICAL_BATCH = 4096
+
+
+def _canonical_pieces(value: object) -> Iterable[str]:
+    """``json.dumps(value, separators=(",", ":"), sort_keys=True)``, as consecutive pieces.
+
+    A large object is serialized a batch of sorted keys at a time, a small one key by key:
+    the pieces join into exactly the one-shot text.
+
+    Example:
+        >>> document = {"b": [1, {"é": None}], "a": {str(n): {"n": n} for n in range(5000)}}
+        >>> "".join(_canonical_pieces(document)) == json.dumps(
+        ...     document, separators=(",", ":"), sort_keys=True
+        ... )
+        True
+    """
+    if not isinstance(value, dict):
+        yield json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return
+    names = sorted(value)
+    yield "{"
+    if len(names) > _CANONICAL_BATCH:
+        for start in range(0, len(names), _CANONICAL_BATCH):
+            batch = {name: value[name] for name in names[start : start + _CANONICAL_BATCH]}
+            yield ("," if start else "") + json.dumps(batch, separators=(",", ":"), sort_keys=True)[
+                1:-1
+            ]
+    else:
+        for position, name in enumerate(names):
+            yield ("," if position else "") + json.dumps(name) + ":"
+            yield from _canonical_pieces(value[name])
+    yield "}"
 
 
 def decode_manifest(data: bytes, source: str, number: int | None = None) -> Manifest:
@@ -810,9 +894,14 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{len(data)} bytes is too large for a manifest", source=source)
     try:
-        document = json.loads(data)
+        text = data.decode("utf-8")
+        # The bytes are no longer needed: a caller that passes them unnamed gets them freed
+        # before the parse, which is the peak.
+        del data
+        document = json.loads(text)
     except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int of 4,300+ digits
         raise FormatError(f"not JSON: {exc}", field="manifest", offset=0, source=source) from exc
+    del text
     check = _Checker(source)
     check.that(isinstance(document, dict), "manifest", "is not a JSON object")
     check.that(document.get("format") == MANIFEST_FORMAT, "format", "is not a bloomskip manifest")
@@ -894,8 +983,7 @@ def _schema_problem(text: str, specs: Sequence[IndexSpec]) -> str | None:
     The schema decides which columns a query reads: a damaged column name would make DuckDB
     read an indexed column as missing (all NULLs) and find no row.
     """
-    from bloomskip.clickhouse.types import parse_clickhouse_type
-    from bloomskip.dataset.dataset import _index_type_key
+    from bloomskip.clickhouse.types import index_type_key, parse_clickhouse_type
 
     if not text:
         return None
@@ -913,7 +1001,7 @@ def _schema_problem(text: str, specs: Sequence[IndexSpec]) -> str | None:
                 continue  # the definition itself is refused when the index is used
             for position in schema.get_all_field_indices(name):
                 found = schema.field(position).type
-                if _index_type_key(found) != expected:
+                if index_type_key(found) != expected:
                     return f"its schema has column {name!r} as {found}, the index {clickhouse_type}"
     return None
 
@@ -965,18 +1053,42 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
         index_spans.append((offset, length))
     files = item.get("files")
     check.that(isinstance(files, dict) and files, f"{where}.files", "is not a non-empty object")
-    for path, identity in files.items():
-        check.that(
-            isinstance(identity, dict)
-            and "size" in identity
-            and ("etag" in identity or "ctime_ns" in identity)
-            and all(isinstance(v, str) or _is_count(v) for v in identity.values()),
-            f"{where}.files[{path!r}]",
-            "is not an identity (size with an etag or a ctime_ns)",
-        )
+    if not _all_identities(files.values()):
+        for path, identity in files.items():
+            check.that(
+                _all_identities((identity,)),
+                f"{where}.files[{path!r}]",
+                "is not an identity (size with an etag or a ctime_ns)",
+            )
     schema = item.get("schema", "")
     check.that(isinstance(schema, str), f"{where}.schema", "is not a string")
     return SegmentEntry(key, size, tuple(index_spans), files, schema)
+
+
+def _all_identities(identities: Iterable[object]) -> bool:
+    """Whether each of ``identities`` is a file identity: an object with a size and an etag or
+    a ctime_ns, whose values are strings or counts.
+
+    Checked in bulk (distinct key sets, value types, the integers' range), since a manifest
+    holds up to 10⁶ of them.
+
+    Example:
+        >>> _all_identities([{"size": 1, "etag": "a"}, {"size": 2, "mtime_ns": 3, "ctime_ns": 4}])
+        True
+        >>> _all_identities([{"size": 1, "etag": "a"}, {"size": -1, "etag": "b"}])
+        False
+    """
+    identities = list(identities)
+    if set(map(type, identities)) - {dict}:
+        return False
+    for names in set(map(frozenset, identities)):
+        if "size" not in names or not {"etag", "ctime_ns"} & names:
+            return False
+    values = list(chain.from_iterable(map(dict.values, identities)))
+    if set(map(type, values)) - {str, int}:  # a bool's type is bool, a float's float
+        return False
+    counts = [value for value in values if type(value) is int]
+    return not counts or (min(counts) >= 0 and max(counts) < 2**63)
 
 
 def _indexed_as(indexed, recorded: Identity) -> bool:

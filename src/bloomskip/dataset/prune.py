@@ -105,6 +105,9 @@ class Explanation:
         granule: The sidecar's granule (``"row-group"`` or a row count), None without one.
         table_files: Values :meth:`to_dataset` adds as columns, by file (``TableFile`` by
             relative path): the partition values of ``key=value`` folders; None: none.
+        files_agree: Whether DuckDB may read the files by path as the dataset's schema says
+            (local Parquet files of one schema), for a dataset that knows its files' schemas
+            without their footers (set by a lake's ``explain``); None: the dataset decides.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -122,6 +125,7 @@ class Explanation:
     where: str | None = None
     granule: str | None = None
     table_files: Mapping | None = field(default=None, repr=False)
+    files_agree: Callable[[], bool] | None = field(default=None, repr=False)
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.

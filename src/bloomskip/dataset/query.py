@@ -314,10 +314,8 @@ def locate_matches(
         >>> locate_matches(cursor, result, '"user_id" = 42', ["user_id"], 4096)  # doctest: +SKIP
         {3: array([196608])}
     """
-    import duckdb
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if not columns or ROW_COLUMN in columns:
         return None
@@ -332,27 +330,7 @@ def locate_matches(
     if stored > LOCATE_MAX_BYTES:
         return None
 
-    def read(state, groups):
-        # A local file: pre-buffering would only send its one column chunk through pyarrow's
-        # I/O pool (a quarter of the read of a 64K-row chunk).
-        reader = pq.ParquetFile(state.source.path, metadata=state.layout.metadata, pre_buffer=False)
-        schema = reader.schema_arrow
-        if not all(
-            name in schema.names and _locatable(schema.field(name).type) for name in columns
-        ):
-            return None
-        try:
-            table = reader.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
-        except (pa.ArrowException, OSError) as exc:  # the footer was sound, a data page is not
-            listed = ", ".join(map(str, groups[:8].tolist())) + (", ..." if len(groups) > 8 else "")
-            raise FormatError(
-                f"cannot read {', '.join(map(repr, columns))} of row groups {listed}: "
-                + " ".join(str(exc).split()),  # pyarrow's message spans lines
-                field="data pages",
-                source=str(state.source.path),
-            ) from exc
-        rows = np.asarray(state.layout.rows, np.int64)
-        return table if table.num_rows == int(rows[groups].sum()) else None
+    read = functools.partial(_read_located, columns=columns)
 
     if len(surviving) > 1 and stored > LOCATE_SERIAL_BYTES:
         # pyarrow decodes without the GIL: the files' row groups are read on every core.
@@ -377,26 +355,68 @@ def locate_matches(
     if mask is not None:
         positions = np.flatnonzero(mask)[:count]
     else:
-        # Each row's position in the located table, mapped back to (file, row) below.
-        located = located.append_column(ROW_COLUMN, pa.array(np.arange(located.num_rows)))
-        sql = f'SELECT "{ROW_COLUMN}" FROM {LOCATE_VIEW} WHERE {condition} LIMIT {count}'
-        _log.debug("DuckDB SQL (locating the matching rows): %s", sql)
-        try:
-            # Registering can fail too: DuckDB refuses some Arrow types its Parquet reader
-            # reads (then the row groups are read by DuckDB itself).
-            cursor.register(LOCATE_VIEW, located)
-            found = cursor.execute(sql).fetchnumpy()
-        except duckdb.Error as exc:
-            if interrupted(exc):
-                raise KeyboardInterrupt from exc
-            _log.debug("DuckDB refused it, reading the row groups instead: %s", exc)
+        positions = _matching_positions(cursor, located, condition, count)
+        if positions is None:
             return None
-        finally:
-            cursor.unregister(LOCATE_VIEW)
-        positions = np.asarray(found[ROW_COLUMN], np.int64)
     if limit is None and len(positions) > cap:
         return None
     return _file_rows(surviving, firsts, positions)
+
+
+def _read_located(state, groups, columns: list[str]):
+    """``columns`` of row groups ``groups`` of a local Parquet file, or None when one of them
+    is missing or not :func:`_locatable` there, or the file holds other rows than its layout.
+
+    Raises:
+        FormatError: A data page cannot be read.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # A local file: pre-buffering would only send its one column chunk through pyarrow's
+    # I/O pool (a quarter of the read of a 64K-row chunk).
+    reader = pq.ParquetFile(state.source.path, metadata=state.layout.metadata, pre_buffer=False)
+    schema = reader.schema_arrow
+    if not all(name in schema.names and _locatable(schema.field(name).type) for name in columns):
+        return None
+    try:
+        table = reader.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+    except (pa.ArrowException, OSError) as exc:  # the footer was sound, a data page is not
+        listed = ", ".join(map(str, groups[:8].tolist())) + (", ..." if len(groups) > 8 else "")
+        raise FormatError(
+            f"cannot read {', '.join(map(repr, columns))} of row groups {listed}: "
+            + " ".join(str(exc).split()),  # pyarrow's message spans lines
+            field="data pages",
+            source=str(state.source.path),
+        ) from exc
+    rows = np.asarray(state.layout.rows, np.int64)
+    return table if table.num_rows == int(rows[groups].sum()) else None
+
+
+def _matching_positions(cursor, located, condition: str, count: int):
+    """The positions (int64) of the first ``count`` rows of ``located`` satisfying
+    ``condition``, evaluated by DuckDB; None when DuckDB refuses the table or the condition."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    located = located.append_column(ROW_COLUMN, pa.array(np.arange(located.num_rows)))
+    sql = f'SELECT "{ROW_COLUMN}" FROM {LOCATE_VIEW} WHERE {condition} LIMIT {count}'
+    _log.debug("DuckDB SQL (locating the matching rows): %s", sql)
+    try:
+        # Registering can fail too: DuckDB refuses some Arrow types its Parquet reader
+        # reads (then the row groups are read by DuckDB itself).
+        cursor.register(LOCATE_VIEW, located)
+        found = cursor.execute(sql).fetchnumpy()
+    except duckdb.Error as exc:
+        if interrupted(exc):
+            raise KeyboardInterrupt from exc
+        _log.debug("DuckDB refused it, reading the row groups instead: %s", exc)
+        return None
+    finally:
+        cursor.unregister(LOCATE_VIEW)
+    return np.asarray(found[ROW_COLUMN], np.int64)
 
 
 @functools.cache
@@ -647,6 +667,7 @@ def run_query(
     scan_schema=None,
     uniform: bool = True,
     table_files=None,
+    by_path: bool = True,
 ):
     """Read the surviving row groups and return the rows satisfying ``where``.
 
@@ -675,6 +696,9 @@ def run_query(
         table_files: The partition values of each file (``TableFile`` by relative path), from
             its ``key=value`` folders (``dataset/hive.py``): such files are read through
             pyarrow, with those values as columns.
+        by_path: Whether DuckDB may read the files itself by their paths (local files whose
+            types it reads as ``schema`` says); when not, pyarrow reads them (cast to
+            ``schema``) and DuckDB filters what it gives.
 
     Returns:
         A ``pyarrow.Table``.
@@ -696,7 +720,7 @@ def run_query(
     )
 
     scanned = scan_schema if scan_schema is not None else schema
-    kinds = column_kinds(scanned)
+    kinds = column_kinds(scanned, schema)
     aliases = duckdb_aliases(scanned.names)
     condition, value_tables = clickhouse_to_duckdb_tables(where, kinds, aliases)
     projection = select_list(columns, kinds, aliases)
@@ -714,8 +738,17 @@ def run_query(
             cursor.register(name, table)
         with interrupting_on_sigint(cursor):
             parts, empty_key = _surviving_source(
-                cursor, result, scanned if aliases or table_files else schema, where,
-                condition, projection, limit, uniform, aliases, table_files,
+                cursor,
+                result,
+                scanned if aliases or table_files else schema,
+                where,
+                condition,
+                projection,
+                limit,
+                uniform,
+                aliases,
+                table_files,
+                by_path,
             )
             if empty_results is not None and empty_key in empty_results:
                 return empty_results[empty_key]
@@ -748,6 +781,7 @@ def _surviving_source(
     uniform: bool,
     aliases: tuple = (),
     table_files=None,
+    by_path: bool = True,
 ) -> tuple[list[tuple[str, int]], tuple | None]:
     """Choose how :func:`run_query` reads the surviving row groups.
 
@@ -765,7 +799,7 @@ def _surviving_source(
     """
     names = set(schema.names)
     parquet = all(state.source.format == "parquet" for state in result.files)
-    if aliases or table_files:
+    if aliases or table_files or not by_path:
         view = aliased_view(surviving_dataset(result, schema, table_files), aliases)
         cursor.register(VIEW_NAME, view)
         return [(f"SELECT * FROM {VIEW_NAME}", 1)], None

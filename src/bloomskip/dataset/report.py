@@ -76,7 +76,7 @@ def observe_matches(
 
     observation = _observe(result, where, table_files)
     atoms = atom_outcomes(result) or []
-    if len(atoms) > 1:
+    if _several_atoms(atoms):
         for atom in atoms:
             useful = [item for item in atom.indexes if item.useful]
             if not useful:
@@ -268,8 +268,6 @@ def explain_json(
         >>> explain_json(result, ["user_id"])["indexes"][0]["granules_skipped"]  # doctest: +SKIP
         303
     """
-    import numpy as np
-
     from bloomskip.dataset.prune import atom_outcomes
 
     unit_rows = [state.layout.rows for state in result.files]
@@ -285,55 +283,168 @@ def explain_json(
     )
     conditions: dict = {}  # each atom's compiled condition, shared by its verdict and saturation
     memo: dict = {}  # each index's fill statistics
-    indexes = []
-    for outcome in result.indexes:
-        skipped_bytes = None
-        if outcome.useful and sized:
-            skipped_bytes = sum(
-                int(sizes[~keep].sum())
-                for sizes, keep in zip(unit_bytes, outcome.keep, strict=True)
-            )
-        entry = {
-            **_outcome_json(outcome, result, result.where, conditions),
-            "row_groups_skipped": int(sum(int((~keep).sum()) for keep in outcome.keep)),
-            "bytes_skipped": skipped_bytes,
-            **_fill(outcome, result, memo),
-        }
+    known_bytes = unit_bytes if sized else None
+    indexes = [
+        _index_json(outcome, result, known_bytes, observation, conditions, memo)
+        for outcome in result.indexes
+    ]
+    atoms = _atoms_json(atom_outcomes(result, conditions), result, observation, conditions, memo)
+    read = _read_json(result, unit_rows, unit_bytes, sized, survivors_sized, observation)
+    return {
+        "table": _table_json(result.table),
+        "indexes": indexes,
+        "atoms": atoms,
+        "read": read,
+        "avoided": _avoided_json(read, result.io),
+        "io": {key: int(value) for key, value in result.io.items()},
+        "analyzed": observation is not None,
+        "warnings": list(result.warnings),
+    }
+
+
+def _index_json(
+    outcome,
+    result: Explanation,
+    unit_bytes: list | None,
+    observation: Observation | None,
+    conditions: dict,
+    memo: dict,
+) -> dict:
+    """One index's entry in :func:`explain_json`'s ``indexes``: its verdict for the WHERE.
+
+    Args:
+        outcome: The index's verdict for the WHERE.
+        result: The pruning result.
+        unit_bytes: Per file, the bytes of each row group's columns read; None when some
+            file's are not known.
+        observation: Where the matching rows are, when the exact filter ran.
+        conditions: Each atom's compiled condition, filled as they are compiled.
+        memo: Each index's fill statistics, filled as they are computed.
+
+    Returns:
+        The entry, with the row groups and bytes the index skips.
+    """
+    skipped_bytes = None
+    if outcome.useful and unit_bytes is not None:
+        skipped_bytes = sum(
+            int(sizes[~keep].sum()) for sizes, keep in zip(unit_bytes, outcome.keep, strict=True)
+        )
+    skips = {
+        "row_groups_skipped": int(sum(int((~keep).sum()) for keep in outcome.keep)),
+        "bytes_skipped": skipped_bytes,
+    }
+    return _verdict_json(outcome, result, result.where, observation, conditions, memo, skips)
+
+
+def _verdict_json(
+    outcome,
+    result: Explanation,
+    where: str | None,
+    observation: Observation | None,
+    conditions: dict,
+    memo: dict,
+    skips: dict | None = None,
+) -> dict:
+    """One index's entry for ``where`` (the WHERE or one atom) in :func:`explain_json`.
+
+    Args:
+        outcome: The index's verdict for ``where``.
+        result: The pruning result.
+        where: The predicate the verdict is for.
+        observation: Where the rows matching ``where`` are, or None.
+        conditions: Each atom's compiled condition, filled as they are compiled.
+        memo: Each index's fill statistics, filled as they are computed.
+        skips: The WHERE's ``row_groups_skipped`` and ``bytes_skipped``, placed between the
+            counts and the fill; None for an atom.
+
+    Returns:
+        The counts and skipped granules, ``skips``, the fill and, with an observation,
+        ``observed``.
+    """
+    entry = {
+        **_outcome_json(outcome, result, where, conditions),
+        **(skips or {}),
+        **_fill(outcome, result, memo),
+    }
+    if observation is not None:
+        entry["observed"] = _observed(outcome, result, observation, memo)
+    return entry
+
+
+def _atoms_json(
+    atoms, result: Explanation, observation: Observation | None, conditions: dict, memo: dict
+) -> list[dict] | None:
+    """:func:`explain_json`'s ``atoms``: per predicate atom the indexes' verdicts for it alone.
+
+    Args:
+        atoms: ``atom_outcomes`` of the result, or None past ``MAX_ATOMS`` atoms.
+        result: The pruning result.
+        observation: Where the matching rows are, when the exact filter ran.
+        conditions: Each atom's compiled condition, shared with the indexes' verdicts.
+        memo: Each index's fill statistics, shared with the indexes' verdicts.
+
+    Returns:
+        One entry per atom, or None when ``atoms`` is None.
+    """
+    if atoms is None:
+        return None
+    entries = []
+    for atom in atoms:
+        seen = None
         if observation is not None:
-            entry["observed"] = _observed(outcome, result, observation, memo)
-        indexes.append(entry)
-    atoms = atom_outcomes(result, conditions)
-    atom_entries = None
-    if atoms is not None:
-        atom_entries = []
-        for atom in atoms:
-            per_index = [
-                {
-                    **_outcome_json(item, result, atom.predicate, conditions),
-                    **_fill(item, result, memo),
-                }
-                for item in atom.indexes
-            ]
-            useful = [item for item in per_index if item["useful"]]
-            seen = None
-            if observation is not None:
-                # One atom: the WHERE's own observation; several: the atom's, if it was made.
-                seen = observation.atoms.get(atom.predicate) if len(atoms) > 1 else observation
-            if seen is not None:
-                for entry, item in zip(per_index, atom.indexes, strict=True):
-                    entry["observed"] = _observed(item, result, seen, memo)
-            atom_entries.append(
-                {
-                    "predicate": atom.predicate,
-                    "pruned_by": [item["name"] for item in useful if item["granules_skipped"]],
-                    "saturated": bool(useful) and all(item["saturated"] for item in useful),
-                    "rows_matched": seen.rows_matched if seen is not None else None,
-                    "indexes": per_index,
-                }
-            )
+            # One atom: the WHERE's own observation; several: the atom's, if it was made.
+            seen = observation.atoms.get(atom.predicate) if _several_atoms(atoms) else observation
+        per_index = [
+            _verdict_json(item, result, atom.predicate, seen, conditions, memo)
+            for item in atom.indexes
+        ]
+        useful = [item for item in per_index if item["useful"]]
+        entries.append(
+            {
+                "predicate": atom.predicate,
+                "pruned_by": [item["name"] for item in useful if item["granules_skipped"]],
+                "saturated": bool(useful) and all(item["saturated"] for item in useful),
+                "rows_matched": seen.rows_matched if seen is not None else None,
+                "indexes": per_index,
+            }
+        )
+    return entries
+
+
+def _several_atoms(atoms) -> bool:
+    """Whether a WHERE's predicate atoms are described (and observed) one by one.
+
+    A WHERE of a single atom is that atom: its indexes' verdicts and observation are the
+    WHERE's own. None (past ``MAX_ATOMS`` atoms) is not described atom by atom either.
+    """
+    return atoms is not None and len(atoms) > 1
+
+
+def _read_json(
+    result: Explanation,
+    unit_rows: list,
+    unit_bytes: list,
+    sized: bool,
+    survivors_sized: bool,
+    observation: Observation | None,
+) -> dict:
+    """:func:`explain_json`'s ``read``: the files, row groups, rows and bytes, and those left.
+
+    Args:
+        result: The pruning result.
+        unit_rows: Per file, the rows of each row group.
+        unit_bytes: Per file, the bytes of each row group's columns read.
+        sized: Every file's bytes are known.
+        survivors_sized: The bytes of every file with a row group to read are known.
+        observation: Where the matching rows are, when the exact filter ran.
+
+    Returns:
+        The ``read`` object.
+    """
+    import numpy as np
+
     pairs = list(zip(unit_rows, unit_bytes, result.keep, strict=True))
     read_bytes = int(sum(int(sizes[keep].sum()) for _, sizes, keep in pairs))
-    total_bytes = int(sum(int(sizes.sum()) for sizes in unit_bytes)) if sized else None
     read = {
         "files": len(result.files),
         "files_to_read": int(sum(bool(keep.any()) for keep in result.keep)),
@@ -341,7 +452,7 @@ def explain_json(
         "row_groups_to_read": int(sum(int(np.count_nonzero(keep)) for keep in result.keep)),
         "rows": int(sum(int(rows.sum()) for rows in unit_rows)),
         "rows_to_read": int(sum(int(rows[keep].sum()) for rows, _, keep in pairs)),
-        "bytes": total_bytes,
+        "bytes": int(sum(int(sizes.sum()) for sizes in unit_bytes)) if sized else None,
         "bytes_to_read": read_bytes if sized or survivors_sized else None,
     }
     if observation is not None:
@@ -353,35 +464,43 @@ def explain_json(
                 "row_groups_read_without_match": read["row_groups_to_read"] - with_match,
             }
         )
-    footer_reads = read["files"] - read["files_to_read"] if "data_footers_read" in result.io else 0
+    return read
+
+
+def _avoided_json(read: dict, io: dict) -> dict:
+    """:func:`explain_json`'s ``avoided``: what a scan of every row group would read more.
+
+    Args:
+        read: :func:`_read_json`'s object.
+        io: The explanation's I/O counters (``data_footers_read`` when pruning read footers).
+
+    Returns:
+        The ``avoided`` object.
+    """
+    footer_reads = read["files"] - read["files_to_read"] if "data_footers_read" in io else 0
     row_group_reads = read["row_groups"] - read["row_groups_to_read"]
-    avoided = {
+    return {
         "files": read["files"] - read["files_to_read"],
         "row_groups": row_group_reads,
         "rows": read["rows"] - read["rows_to_read"],
-        "bytes": total_bytes - read_bytes if total_bytes is not None else None,
+        # Every file's bytes known: so are those read.
+        "bytes": read["bytes"] - read["bytes_to_read"] if read["bytes"] is not None else None,
         "row_group_reads": row_group_reads,
         "footer_reads": footer_reads,
         "requests": row_group_reads + footer_reads,
     }
-    table = None
-    if result.table is not None:
-        table = {
-            "format": result.table["format"],
-            "snapshot": result.table["snapshot"],
-            "snapshot_files": result.table["files"],
-            "files_kept": result.table["files_kept"],
-            "pruning_predicate": result.table["predicate"] or None,
-        }
+
+
+def _table_json(table: dict | None) -> dict | None:
+    """:func:`explain_json`'s ``table``: a Delta or Iceberg snapshot's own file pruning."""
+    if table is None:
+        return None
     return {
-        "table": table,
-        "indexes": indexes,
-        "atoms": atom_entries,
-        "read": read,
-        "avoided": avoided,
-        "io": {key: int(value) for key, value in result.io.items()},
-        "analyzed": observation is not None,
-        "warnings": list(result.warnings),
+        "format": table["format"],
+        "snapshot": table["snapshot"],
+        "snapshot_files": table["files"],
+        "files_kept": table["files_kept"],
+        "pruning_predicate": table["predicate"] or None,
     }
 
 
@@ -520,67 +639,102 @@ def explain_text(
         ...
     """
     facts = facts if facts is not None else explain_json(result, columns, observation)
-    lines = []
-    table = facts["table"]
-    if table is not None:
-        lines.append(
-            f"table {table['format']} snapshot {table['snapshot']}: its partition values and "
-            f"statistics keep {table['files_kept']}/{table['snapshot_files']} files"
-            + (
-                f" (by {table['pruning_predicate']})"
-                if table["pruning_predicate"]
-                else " (nothing to prune by)"
-            )
-        )
+    lines = _table_text(facts["table"])
     for outcome in facts["indexes"]:
-        lines.append(f"index {outcome['definition']}")
-        if not outcome["useful"]:
-            lines.append(f"  {outcome['note']}")
-            continue
-        skipped = outcome["bytes_skipped"]
-        lines.append(
-            f"  granules skipped: {outcome['granules_skipped']}/{outcome['granules']}, "
-            f"rows skipped: {outcome['rows_skipped']:,}"
-            + (f", bytes skipped: {human_size(skipped)}" if skipped is not None else "")
+        lines.extend(_index_text(outcome, facts["atoms"]))
+    lines.extend(_atoms_text(facts["atoms"]))
+    lines.extend(_read_text(facts["read"], observation is not None))
+    lines.append(_avoided_text(facts["avoided"]))
+    lines.extend(_io_text(facts["io"], facts["read"]))
+    lines.extend(f"warning: {warning}" for warning in facts["warnings"])
+    return "\n".join(lines)
+
+
+def _table_text(table: dict | None) -> list[str]:
+    """The line of a Delta or Iceberg snapshot's own file pruning (none for other data)."""
+    if table is None:
+        return []
+    return [
+        f"table {table['format']} snapshot {table['snapshot']}: its partition values and "
+        f"statistics keep {table['files_kept']}/{table['snapshot_files']} files"
+        + (
+            f" (by {table['pruning_predicate']})"
+            if table["pruning_predicate"]
+            else " (nothing to prune by)"
         )
-        one_atom = facts["atoms"] is not None and len(facts["atoms"]) == 1
-        observed = outcome.get("observed")
-        if observed is not None:
-            lines.append(
-                f"  observed: {observed['false_positives']} of {observed['granules_kept']} kept "
-                + (
-                    "granules held no matching row (false positives)"
-                    if one_atom
-                    else "granules held no row matching the WHERE"
-                )
-                + f"; {observed['expected_false_positives']:.1f} expected from the fill"
-            )
-        if outcome["saturated"] and one_atom:
-            lines.append("  " + _saturation(outcome))
-        elif outcome["granules"] and not outcome["granules_skipped"]:
-            lines.append(
-                f"  keeps all {outcome['granules']} granules"
-                + (
-                    ": see the predicate atoms"
-                    if outcome["saturated"]
-                    else " whatever its filters hold (a negation, or an OR with what it "
-                    "cannot evaluate)"
-                )
-            )
-    atoms = facts["atoms"]
-    if atoms is None:
-        lines.append("predicate atoms: too many to describe one by one")
-    elif len(atoms) > 1:
-        lines.append("predicate atoms, each alone:")
-        for atom in atoms:
-            lines.append(f"  {_short(atom['predicate'])}:")
-            useful = [item for item in atom["indexes"] if item["useful"]]
-            if not useful:
-                lines.append("    no index can evaluate it")
-            for item in useful:
-                lines.append(f"    {item['name']}: " + _atom_verdict(item))
-    read = facts["read"]
+    ]
+
+
+def _index_text(outcome: dict, atoms: list | None) -> list[str]:
+    """The lines of one index's verdict for the WHERE.
+
+    Args:
+        outcome: Its entry in :func:`explain_json`'s ``indexes``.
+        atoms: :func:`explain_json`'s ``atoms``.
+
+    Returns:
+        Its definition, then what it skips (or why it was not used), its observed false
+        positives and why it keeps every granule, when it does.
+    """
+    lines = [f"index {outcome['definition']}"]
+    if not outcome["useful"]:
+        return [*lines, f"  {outcome['note']}"]
+    skipped = outcome["bytes_skipped"]
     lines.append(
+        f"  granules skipped: {outcome['granules_skipped']}/{outcome['granules']}, "
+        f"rows skipped: {outcome['rows_skipped']:,}"
+        + (f", bytes skipped: {human_size(skipped)}" if skipped is not None else "")
+    )
+    # A single atom is the WHERE: what was observed are the index's own false positives, and
+    # its saturation is told here; of several, they count against the whole WHERE (a granule
+    # another atom rules out counts too) and each atom's are told with the atoms.
+    one_atom = atoms is not None and len(atoms) == 1
+    observed = outcome.get("observed")
+    if observed is not None:
+        lines.append(
+            f"  observed: {observed['false_positives']} of {observed['granules_kept']} kept "
+            + (
+                "granules held no matching row (false positives)"
+                if one_atom
+                else "granules held no row matching the WHERE"
+            )
+            + f"; {_expected_from_fill(observed)}"
+        )
+    if outcome["saturated"] and one_atom:
+        lines.append("  " + _saturation(outcome))
+    elif outcome["granules"] and not outcome["granules_skipped"]:
+        lines.append(
+            f"  keeps all {outcome['granules']} granules"
+            + (
+                ": see the predicate atoms"
+                if outcome["saturated"]
+                else " whatever its filters hold (a negation, or an OR with what it "
+                "cannot evaluate)"
+            )
+        )
+    return lines
+
+
+def _atoms_text(atoms: list | None) -> list[str]:
+    """Per predicate atom of several, the verdict of each index that can evaluate it."""
+    if atoms is None:
+        return ["predicate atoms: too many to describe one by one"]
+    if not _several_atoms(atoms):
+        return []
+    lines = ["predicate atoms, each alone:"]
+    for atom in atoms:
+        lines.append(f"  {_short(atom['predicate'])}:")
+        useful = [item for item in atom["indexes"] if item["useful"]]
+        if not useful:
+            lines.append("    no index can evaluate it")
+        for item in useful:
+            lines.append(f"    {item['name']}: " + _atom_verdict(item))
+    return lines
+
+
+def _read_text(read: dict, analyzed: bool) -> list[str]:
+    """What is left to read and, when the exact filter ran, where the matching rows were."""
+    lines = [
         f"read: {read['row_groups_to_read']}/{read['row_groups']} row groups in "
         f"{read['files']} files, {read['rows_to_read']:,}/{read['rows']:,} rows"
         + (
@@ -588,20 +742,29 @@ def explain_text(
             if read["bytes"] is not None
             else ""
         )
-    )
-    if observation is not None:
+    ]
+    if analyzed:
         lines.append(
             f"matched: {read['rows_matched']:,} rows in {read['row_groups_with_match']} row "
             f"groups; {read['row_groups_read_without_match']} row groups read held none"
         )
-    avoided = facts["avoided"]
-    lines.append(
+    return lines
+
+
+def _avoided_text(avoided: dict) -> str:
+    """What a scan of every row group would read more."""
+    return (
         f"avoided: {avoided['row_groups']} row groups, {avoided['files']} files, "
         f"{avoided['rows']:,} rows"
         + (f", {human_size(avoided['bytes'])}" if avoided["bytes"] is not None else "")
         + f"; {avoided['requests']} read requests"
     )
-    io = facts["io"]
+
+
+def _io_text(io: dict, read: dict) -> list[str]:
+    """The requests and bytes the index cost and the data reads left, on a store counting
+    them (nothing elsewhere)."""
+    lines = []
     if io:
         lines.append(
             f"index I/O: {io['index_requests']} requests, {human_size(io['index_bytes'])} read"
@@ -617,8 +780,12 @@ def explain_text(
             )
             + f"; {io['data_footers_read']} footers read to tell"
         )
-    lines.extend(f"warning: {warning}" for warning in facts["warnings"])
-    return "\n".join(lines)
+    return lines
+
+
+def _expected_from_fill(observed: dict) -> str:
+    """The false positives an index's fill predicts, as every observed verdict words them."""
+    return f"{observed['expected_false_positives']:.1f} expected from the fill"
 
 
 def _saturation(item: dict) -> str:
@@ -633,7 +800,7 @@ def _saturation(item: dict) -> str:
             )
         return (
             f"{text}; {observed['false_positives']} of them held no matching row "
-            f"({observed['expected_false_positives']:.1f} expected from the fill)"
+            f"({_expected_from_fill(observed)})"
         )
     absent = item.get("expected_false_positives_if_absent")
     if absent is None:
@@ -669,7 +836,7 @@ def _atom_verdict(item: dict) -> str:
     if observed is not None:
         text += (
             f"; {observed['false_positives']} of {observed['granules_kept']} kept held no "
-            f"matching row ({observed['expected_false_positives']:.1f} expected from the fill)"
+            f"matching row ({_expected_from_fill(observed)})"
         )
     return text
 

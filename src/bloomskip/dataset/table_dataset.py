@@ -174,7 +174,7 @@ class TableDataset(LakeDataset):
         if kept is not None:
             # A file changed behind the table's back is not described by the table's
             # statistics either: it is kept whatever they say.
-            covered = manifest.files() if manifest is not None else {}
+            covered = manifest.files(item.key for item in files) if manifest is not None else {}
             files = [
                 listed
                 for listed in files
@@ -206,15 +206,14 @@ class TableDataset(LakeDataset):
                 continue  # vacuumed meanwhile, or unreadable: its files are scanned
             if (older.granule, older.indexes) != (manifest.granule, manifest.indexes):
                 break  # built with other definitions: the query's pruning cannot use it
-            for key, item in older.files().items():
-                if key in wanted:
-                    covered[key] = item
-                    wanted.discard(key)
+            found = older.files(wanted)
+            covered.update(found)
+            wanted -= found.keys()
             if not wanted:
                 break
         return covered
 
-    def _schema(self, files, manifest) -> pa.Schema:
+    def _schema(self, files, manifest, file_schemas=None) -> pa.Schema:
         return self.snapshot.schema
 
     def _partitioning(self, files, schema):

@@ -3,8 +3,10 @@
 A table's data files come from its log or metadata at one snapshot, never from listing its
 storage: a folder of a Delta table also holds the files its log has removed. Each format module
 (:mod:`bloomskip.dataset.delta`, :mod:`bloomskip.dataset.iceberg`) maps its own metadata field
-by field onto the :class:`TableSnapshot` below; :class:`~bloomskip.dataset.lake.TableDataset`
-indexes and queries it.
+by field onto a :class:`~bloomskip.dataset.table_snapshot.TableSnapshot` (defined there, also
+importable from here); this module tells which format a location holds and opens it, and
+writes the part of a WHERE a table's own file pruning can use.
+:class:`~bloomskip.dataset.table_dataset.TableDataset` indexes and queries the snapshot.
 
 Example:
     >>> snapshot = open_table("logs_delta/", version=3)  # doctest: +SKIP
@@ -15,97 +17,30 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from bloomskip.clickhouse.kinds import column_kind
+from bloomskip.dataset.table_snapshot import (
+    ICEBERG_SCHEME,
+    TableFile,
+    TableSnapshot,
+    parse_timestamp,
+)
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
-    import numpy as np
     import pyarrow as pa
 
-ICEBERG_SCHEME = "iceberg://"
-
-
-@dataclass(frozen=True)
-class TableFile:
-    """One data file of a snapshot.
-
-    Attributes:
-        key: Its path relative to the table's location, ``/``-separated (the name the index
-            records it under).
-        size: Its length in bytes, as the table's metadata records it.
-        records: Its row count per the metadata (None when not recorded).
-        partition: Values of columns the file itself does not store (Delta partition columns),
-            as Python values of the column's type; a query adds them as constant columns.
-        deleted: Positions (0-based row numbers in the file) of rows deleted by the snapshot
-            (Delta deletion vectors, Iceberg position deletes), sorted, int64; None: none.
-    """
-
-    key: str
-    size: int
-    records: int | None = None
-    partition: Mapping[str, object] = field(default_factory=dict)
-    deleted: np.ndarray | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class TableSnapshot:
-    """A table at one snapshot.
-
-    Attributes:
-        format: ``"delta"`` or ``"iceberg"``.
-        location: The table's root location (a local folder or an object-store URI); every
-            ``TableFile.key`` is relative to it.
-        name: What the user gave (a path, ``s3://…``, ``iceberg://CATALOG/NS.TABLE``).
-        snapshot: The Delta version, or the Iceberg snapshot id.
-        sequence: A number that grows with every snapshot (the Delta version; the Iceberg
-            sequence number), to tell which of two snapshots is newer.
-        timestamp_ms: When the snapshot was committed (milliseconds since the epoch); None
-            where the format tells it only at a cost (a Delta commit is one more read).
-        schema: The snapshot's logical schema, partition columns included.
-        files: Its live data files.
-        is_latest: Whether this is the table's newest snapshot.
-        keep_files: The table's own file pruning (partition values, file statistics): given a
-            predicate in the small SQL subset :func:`file_pruning_predicate` writes, the keys of
-            the files that may hold matching rows (a superset; never fewer).
-    """
-
-    format: str
-    location: str
-    name: str
-    snapshot: int
-    sequence: int
-    timestamp_ms: int | None
-    schema: pa.Schema
-    files: tuple[TableFile, ...]
-    is_latest: bool = True
-    keep_files: Callable[[str], frozenset[str]] | None = field(
-        default=None, compare=False, repr=False
-    )
-
-    def record(self) -> dict[str, int | str]:
-        """What an index manifest records of the snapshot it covers."""
-        return {"format": self.format, "snapshot": self.snapshot, "sequence": self.sequence}
-
-
-def parse_timestamp(text: str) -> datetime:
-    """An ``--as-of`` time: ISO 8601, a date or a date and time; UTC when no offset is given.
-
-    Raises:
-        BloomskipError: Not an ISO-8601 time.
-
-    Example:
-        >>> parse_timestamp("2026-11-30T12:00:00Z").isoformat()
-        '2026-11-30T12:00:00+00:00'
-    """
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BloomskipError(f"--as-of {text!r}: not an ISO-8601 timestamp") from exc
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+__all__ = [
+    "ICEBERG_SCHEME",
+    "MAX_IN_VALUES",
+    "TableFile",
+    "TableSnapshot",
+    "file_pruning_predicate",
+    "open_table",
+    "parse_timestamp",
+    "table_format",
+]
 
 
 def table_format(location: str | os.PathLike) -> str | None:
@@ -205,7 +140,7 @@ def file_pruning_predicate(where: str, schema: pa.Schema) -> str | None:
         >>> import pyarrow as pa
         >>> file_pruning_predicate("user_id = 7 AND hasToken(msg, 'x')",
         ...                        pa.schema([("user_id", pa.int64()), ("msg", pa.string())]))
-        '"user_id" = 7'
+        '("user_id" = 7)'
     """
     from bloomskip._sql import parse_shared
     from bloomskip.errors import UnsupportedPredicateError
@@ -216,20 +151,15 @@ def file_pruning_predicate(where: str, schema: pa.Schema) -> str | None:
         return None
     kinds = {}
     for item in schema:
-        kind = _kind(item.type)
+        kind = _PRUNING_KINDS.get(column_kind(item.type))
         if kind is not None and _SIMPLE_NAME.fullmatch(item.name):
             kinds[item.name] = kind
     return _implied(tree, kinds)
 
 
-def _kind(arrow_type) -> str | None:
-    import pyarrow as pa
-
-    if pa.types.is_integer(arrow_type):
-        return "integer"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    return None
+# Column kinds (bloomskip.clickhouse.kinds) whose constants this module writes: integers and
+# strings, which ClickHouse and the table's own pruning compare alike.
+_PRUNING_KINDS = {"int": "integer", "uint": "integer", "string": "string"}
 
 
 _COMPARISONS = {"EQ": "=", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}

@@ -36,6 +36,11 @@ ClickHouse                      DuckDB
                                 Parquet statistics without NaN), ``CAST(x AS FLOAT)``,
                                 ``CAST(x AS DOUBLE)``,
 ``toFloat64``, ``toDate``       ``CAST('YYYY-MM-DD' AS DATE)`` / the UTC date of a timestamp
+``ts = 'date-time text'``       the text read at the column's precision p (its fraction cut to
+                                p digits, as ClickHouse's DateTime64(p)): ``CAST(.. AS
+                                TIMESTAMP)``, or ``make_timestamp_ns(ticks)`` for p = 9;
+                                ``timezone('UTC', ..)`` of that for a zoned column
+``d = 'date text'``             ``CAST('YYYY-MM-DD' AS DATE)`` of the date ClickHouse reads
 ``x IN (...)``                  NULL elements dropped (ClickHouse ignores them); string
                                 elements converted to the column's type
 ``=``, ``<``, ... on floats     IEEE: a NaN compares false (DuckDB orders NaN above all);
@@ -57,10 +62,18 @@ hash join instead of parsing and planning a list of 100,000 constants.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import re
+from datetime import date
 from functools import lru_cache
 
+from bloomskip.clickhouse.kinds import (
+    column_kind,
+    read_date_text,
+    read_datetime_text,
+    timestamp_scale,
+)
 from bloomskip.clickhouse.tokenizers import LikeWildcard, split_like_pattern
 from bloomskip.errors import UnsupportedPredicateError
 
@@ -78,32 +91,63 @@ MAX_NEEDLES = 255
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ASCII_LOWER = ASCII_UPPER.lower()
 
-# ClickHouse's basic date_time_input_format: what it converts a string constant from.
-_DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
-_DATETIME_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,9})?)?")
-
-# Column kinds: how ClickHouse types a column read from Parquet / Arrow, for comparisons.
+# Column kinds: how ClickHouse types a column read from Parquet / Arrow, for comparisons
+# (bloomskip.clickhouse.kinds.column_kind); the translation has no typing of other kinds (a
+# UUID, a Map), which it calls "other". A timestamp's kind names its DateTime64 scale (see
+# column_kinds), which says how ClickHouse reads a constant compared with it.
+_TRANSLATED_KINDS = frozenset(
+    {"int", "uint", "float32", "float64", "bool", "string", "binary", "list", "date"}
+)
+_TIMESTAMP_KIND = re.compile(r"(timestamptz|timestamp)\(([0-9])\)")
+# TIMESTAMP_NS values DuckDB holds (int64 nanoseconds but its two infinities); ClickHouse's
+# DateTime64(9) holds the same but for the two extreme ticks, which are not modelled.
+_NS_RANGE = (-(2**63) + 2, 2**63 - 2)
+# The days a ClickHouse Date holds (UInt16 days since 1970).
+_DATE_RANGE = (date(1970, 1, 1), date(2149, 6, 6))
 NUMERIC_KINDS = frozenset({"int", "uint", "float32", "float64", "bool"})
 FLOAT_KINDS = frozenset({"float32", "float64"})
 STRING_KINDS = frozenset({"string", "binary"})
 
 
-def column_kinds(schema) -> tuple[tuple[str, str], ...]:
+def column_kinds(schema, file_schema=None) -> tuple[tuple[str, str], ...]:
     """Return each column's kind as the translation types it: ``(name, kind)`` pairs.
 
     Args:
         schema: The dataset's ``pyarrow.Schema`` as DuckDB scans it (one unified schema).
+        file_schema: The files' schema as pyarrow reads them, when ``schema`` is DuckDB's
+            reading: a timestamp's precision is taken from it (DuckDB reads a Parquet
+            millisecond timestamp as microseconds; ClickHouse reads it, and compares
+            constants with it, at milliseconds). A column it does not hold: from ``schema``.
 
     Returns:
-        Pairs in schema order; kinds are ``int``, ``uint``, ``float32``, ``float64``, ``bool``,
-        ``string``, ``binary``, ``list``, ``timestamp``, ``timestamptz``, ``date``, ``other``.
+        Pairs in ``schema`` order; kinds are ``int``, ``uint``, ``float32``, ``float64``,
+        ``bool``, ``string``, ``binary``, ``list``, ``date``, ``other``, and ``timestamp(p)``
+        or ``timestamptz(p)`` (without / with a zone) for a timestamp ClickHouse reads as
+        ``DateTime64(p)`` (:func:`bloomskip.clickhouse.kinds.timestamp_scale`).
 
     Example:
         >>> import pyarrow as pa
-        >>> column_kinds(pa.schema([("id", pa.int64()), ("f", pa.float32())]))
-        (('id', 'int'), ('f', 'float32'))
+        >>> scan = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))])
+        >>> column_kinds(scan, pa.schema([("ts", pa.timestamp("ms", "UTC"))]))
+        (('id', 'int'), ('ts', 'timestamptz(3)'))
     """
-    return tuple((field.name, _kind_of(field.type)) for field in schema)
+    files = {} if file_schema is None else {field.name: field.type for field in file_schema}
+    kinds = []
+    for field in schema:
+        kind = column_kind(field.type)
+        if kind in ("timestamp", "timestamptz"):
+            scale = timestamp_scale(files.get(field.name, field.type))
+            kind = f"{kind}({timestamp_scale(field.type) if scale is None else scale})"
+        elif kind not in _TRANSLATED_KINDS:
+            kind = "other"
+        kinds.append((field.name, kind))
+    return tuple(kinds)
+
+
+def _timestamp_scale(kind: str) -> int | None:
+    """The DateTime64 scale of a timestamp kind (``timestamp(3)``: 3), None for other kinds."""
+    match = _TIMESTAMP_KIND.fullmatch(kind)
+    return int(match.group(2)) if match else None
 
 
 def duckdb_aliases(names) -> tuple[tuple[str, str], ...]:
@@ -129,39 +173,6 @@ def duckdb_aliases(names) -> tuple[tuple[str, str], ...]:
         folded.setdefault(name.casefold(), []).append(name)
     clashing = [name for name in names if len(folded[name.casefold()]) > 1]
     return tuple((name, f"__bloomskip_case_{n}") for n, name in enumerate(clashing))
-
-
-def _kind_of(arrow_type) -> str:
-    import pyarrow as pa
-
-    t = pa.types
-    if t.is_dictionary(arrow_type):
-        return _kind_of(arrow_type.value_type)
-    if t.is_boolean(arrow_type):
-        return "bool"
-    if t.is_signed_integer(arrow_type):
-        return "int"
-    if t.is_unsigned_integer(arrow_type):
-        return "uint"
-    if t.is_float32(arrow_type) or t.is_float16(arrow_type):
-        return "float32"
-    if t.is_float64(arrow_type):
-        return "float64"
-    if t.is_string(arrow_type) or t.is_large_string(arrow_type) or t.is_string_view(arrow_type):
-        return "string"
-    if (
-        t.is_binary(arrow_type)
-        or t.is_large_binary(arrow_type)
-        or t.is_fixed_size_binary(arrow_type)
-    ):
-        return "binary"
-    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
-        return "list"
-    if t.is_timestamp(arrow_type):
-        return "timestamptz" if arrow_type.tz is not None else "timestamp"
-    if t.is_date(arrow_type):
-        return "date"
-    return "other"
 
 
 def parse_where(where: str):
@@ -527,8 +538,9 @@ class _Translator:
                     result = new
                 else:
                     parent.set(key, new, index)
-        non_filter = STRING_KINDS | {"list", "other", "timestamp", "timestamptz", "date"}
-        if predicate and _kind(result) in non_filter:
+        non_filter = STRING_KINDS | {"list", "other", "date"}
+        kind = _kind(result)
+        if predicate and (kind in non_filter or _timestamp_scale(kind) is not None):
             raise UnsupportedPredicateError(
                 f"Invalid type for filter in WHERE: {result.sql('clickhouse')} is not a number "
                 "or a boolean"
@@ -717,10 +729,10 @@ class _Translator:
                 f"{_clickhouse_type(second)} because some of them are String/FixedString/Enum "
                 f"and some of them are not (in {_short(node.sql('clickhouse'))})"
             )
-        temporal = {"date": "Date32", "timestamp": "DateTime64", "timestamptz": "DateTime64"}
-        if kind in temporal and other_kind in NUMERIC_KINDS:
+        temporal = "Date32" if kind == "date" else "DateTime64"
+        if (kind == "date" or _timestamp_scale(kind) is not None) and other_kind in NUMERIC_KINDS:
             raise UnsupportedPredicateError(
-                f"{_short(node.sql('clickhouse'))}: a {temporal[kind]} compared with a number is "
+                f"{_short(node.sql('clickhouse'))}: a {temporal} compared with a number is "
                 "not supported; compare with a string constant such as '2024-01-01 00:00:00'"
             )
         if kind == "list" or other_kind == "list":
@@ -1121,15 +1133,22 @@ class _Translator:
 
         kind = _kind(value)
         if kind == "string" and isinstance(value, exp.Literal):
+            day = read_date_text(value.this)
+            if day is not None and not _DATE_RANGE[0] <= day <= _DATE_RANGE[1]:
+                # toDate saturates there (verified with chdb: '1899-12-31' is 1970-01-01).
+                raise UnsupportedPredicateError(
+                    f"{name}: {value.this!r} is outside the range of Date "
+                    f"({_DATE_RANGE[0]} to {_DATE_RANGE[1]})"
+                )
             return _string_constant_as(value, "date", value)
         if kind == "date":
             return value
-        if kind == "timestamp":
+        if _timestamp_scale(kind) is not None:
+            if kind.startswith("timestamptz"):
+                # ClickHouse reads a zoned Parquet timestamp as DateTime64(p, 'UTC'): its UTC
+                # date.
+                value = exp.func("timezone", exp.Literal.string("UTC"), value)
             return exp.Cast(this=value, to=exp.DataType.build("DATE"))
-        if kind == "timestamptz":
-            # ClickHouse reads a zoned Parquet timestamp as DateTime64(p, 'UTC'): its UTC date.
-            utc = exp.func("timezone", exp.Literal.string("UTC"), value)
-            return exp.Cast(this=utc, to=exp.DataType.build("DATE"))
         raise UnsupportedPredicateError(
             f"{name}: {value.sql('clickhouse')} must be a string constant, a Date or a timestamp"
         )
@@ -1420,23 +1439,18 @@ def _string_constant_as(literal, kind: str, context):
     from sqlglot import exp
 
     text = literal.this
-    if kind in ("timestamp", "timestamptz"):
-        if not _DATETIME_TEXT.fullmatch(text):
-            raise UnsupportedPredicateError(
-                f"Cannot parse string {text!r} as DateTime64 "
-                f"(in {_short(context.sql('clickhouse'))})"
-            )
-        # ClickHouse reads Parquet timestamps as DateTime64(p, 'UTC') and the constant in UTC.
-        naive = exp.Cast(this=literal, to=exp.DataType.build("TIMESTAMP"))
-        if kind == "timestamptz":
-            return _typed(exp.func("timezone", exp.Literal.string("UTC"), naive), kind)
-        return _typed(naive, kind)
+    scale = _timestamp_scale(kind)
+    if scale is not None:
+        zoned = kind.startswith("timestamptz")
+        return _typed(_timestamp_constant(text, scale, zoned, context), kind)
     if kind == "date":
-        if not _DATE_TEXT.fullmatch(text):
+        day = read_date_text(text)
+        if day is None:
             raise UnsupportedPredicateError(
                 f"Cannot parse string {text!r} as Date (in {_short(context.sql('clickhouse'))})"
             )
-        return _typed(exp.Cast(this=literal, to=exp.DataType.build("DATE")), kind)
+        written = exp.Literal.string(day.isoformat())
+        return _typed(exp.Cast(this=written, to=exp.DataType.build("DATE")), kind)
     if kind in ("int", "uint") and not re.fullmatch(r"\d+" if kind == "uint" else r"-?\d+", text):
         raise UnsupportedPredicateError(
             f"Cannot convert string {text!r} to type {'UInt64' if kind == 'uint' else 'Int64'} "
@@ -1449,6 +1463,44 @@ def _string_constant_as(literal, kind: str, context):
     if kind in types:
         return _typed(exp.Cast(this=literal, to=exp.DataType.build(types[kind])), kind)
     return literal
+
+
+def _timestamp_constant(text: str, scale: int, zoned: bool, context):
+    """DuckDB's value of a date-time text compared with a ``DateTime64(scale)`` column.
+
+    ClickHouse reads Parquet / Arrow timestamps as ``DateTime64(scale, 'UTC')``, and the
+    constant in UTC at the column's precision: its fraction cut (not rounded) to ``scale``
+    digits (verified with chdb: a millisecond column's ``.123`` equals ``'… .123456'``, a
+    nanosecond column's ``.123456`` does not equal ``'… .123456789'``). DuckDB is given exactly
+    that value, as a TIMESTAMP (microseconds) up to scale 6 and as TIMESTAMP_NS from its
+    nanosecond count beyond: DuckDB compares a column with it at the finer of the two
+    precisions, which holds both exactly. A zoned column compares with the UTC instant.
+    """
+    from sqlglot import exp
+
+    reading = read_datetime_text(text)
+    if reading is None:
+        raise UnsupportedPredicateError(
+            f"Cannot parse string {text!r} as DateTime64 (in {_short(context.sql('clickhouse'))})"
+        )
+    reading = reading._replace(fraction=reading.fraction[:scale])
+    if scale <= 6:
+        # Written with at most 6 fraction digits, which DuckDB's cast reads exactly.
+        written = exp.Literal.string(reading.text())
+        naive = exp.Cast(this=written, to=exp.DataType.build("TIMESTAMP"))
+    else:
+        ticks = calendar.timegm(reading.moment.timetuple()) * 10**9 + int(
+            reading.fraction.ljust(9, "0")
+        )
+        if not _NS_RANGE[0] <= ticks <= _NS_RANGE[1]:
+            raise UnsupportedPredicateError(
+                f"Decimal math overflow: while converting {text!r} to DateTime64(9, 'UTC') "
+                f"(in {_short(context.sql('clickhouse'))})"
+            )
+        naive = exp.func("make_timestamp_ns", exp.Literal.number(ticks))
+    if zoned:
+        return exp.func("timezone", exp.Literal.string("UTC"), naive)
+    return naive
 
 
 def _ascii_translate(value, source: str, target: str):
