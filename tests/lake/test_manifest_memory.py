@@ -46,6 +46,21 @@ print(json.dumps({
 """
 
 
+def _query_in_a_new_process(data, index) -> dict:
+    """What ``QUERY`` printed, its rows checked against DuckDB's."""
+    done = subprocess.run(
+        [sys.executable, "-c", QUERY, str(data), str(index)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    expected = duckdb.sql(f"SELECT id FROM read_parquet('{data}/a.parquet') WHERE id = 5")
+    assert result["ids"] == [row[0] for row in expected.fetchall()]
+    return result
+
+
 @pytest.mark.parametrize("beside", [False, True], ids=["index-elsewhere", "index-beside"])
 def test_an_oversized_newest_version_is_not_read(tmp_path, beside: bool) -> None:
     data = tmp_path / "data"
@@ -58,16 +73,7 @@ def test_an_oversized_newest_version_is_not_read(tmp_path, beside: bool) -> None
     sparse = index / "versions" / f"{report.version + 1:020d}.json"
     with open(sparse, "wb") as handle:
         handle.truncate(MAX_MANIFEST_BYTES + (512 << 20))  # 1.5 GiB, no block written
-    done = subprocess.run(
-        [sys.executable, "-c", QUERY, str(data), str(index)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    result = json.loads(done.stdout)
-    expected = duckdb.sql(f"SELECT id FROM read_parquet('{data}/a.parquet') WHERE id = 5")
-    assert result["ids"] == [row[0] for row in expected.fetchall()]
+    result = _query_in_a_new_process(data, index)
     assert any("too large for a manifest" in warning for warning in result["warnings"])
     assert result["peak_mib"] <= 400, result
 
@@ -104,15 +110,6 @@ def test_a_large_valid_manifest_costs_a_small_multiple_of_its_size(tmp_path, seg
     assert len(encoded) >= 40_000_000
     (index / version_key(large.version)).write_bytes(encoded)
     del encoded, large, gone
-    done = subprocess.run(
-        [sys.executable, "-c", QUERY, str(data), str(index)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    result = json.loads(done.stdout)
-    expected = duckdb.sql(f"SELECT id FROM read_parquet('{data}/a.parquet') WHERE id = 5")
-    assert result["ids"] == [row[0] for row in expected.fetchall()]
+    result = _query_in_a_new_process(data, index)
     assert not result["warnings"], result["warnings"]
     assert result["peak_mib"] <= 400, result

@@ -172,12 +172,7 @@ def read_datetime_text(text: str | bytes) -> DateTimeText | None:
         >>> read_datetime_text(b"2024-02-30") is None
         True
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    match = _DATETIME_TEXT.fullmatch(text)
+    match = _DATETIME_TEXT.fullmatch(text) if (text := _ascii(text)) is not None else None
     if match is None:
         return None
     fields = [int(group) if group else 0 for group in match.groups()[:6]]
@@ -215,12 +210,7 @@ def read_date_text(text: str | bytes) -> date | None:
         >>> read_date_text("2024-02-30") is None
         True
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    match = _DATE_TEXT.fullmatch(text)
+    match = _DATE_TEXT.fullmatch(text) if (text := _ascii(text)) is not None else None
     if match is None:
         return None
     year, *rest = (int(group) for group in match.groups() if group is not None)
@@ -228,3 +218,14 @@ def read_date_text(text: str | bytes) -> date | None:
         return date(year, *rest)
     except ValueError:
         return None  # year 0, month 13, 30 February
+
+
+def _ascii(text: str | bytes) -> str | None:
+    """A constant as text: bytes (as a condition holds them) read as ASCII; None when they are
+    not ASCII, which ClickHouse never reads as a date or time."""
+    if isinstance(text, str):
+        return text
+    try:
+        return text.decode("ascii")
+    except UnicodeDecodeError:
+        return None
