@@ -268,7 +268,7 @@ def main() -> None:
             for target in args.task_bytes:
                 lake_build.TASK_TARGET_BYTES = target
                 group_bytes = {
-                    item.key: lister._row_group_bytes(item)
+                    item.key: lister.writer.row_group_bytes(item)
                     for item in listed
                     if item.info.size > target
                 }

@@ -118,6 +118,30 @@ def test_a_cold_point_lookup_loads_no_pandas(data: Path) -> None:
     assert "numpy.ma" not in loaded
 
 
+def test_a_local_query_loads_no_object_store_or_table_format_code(data: Path) -> None:
+    # Issue 28, item 7: a folder is told apart from a bucket and from a Delta or Iceberg table
+    # with os calls (dataset/locate.py); the store client, the table modules, the segmented
+    # index and Dask are never imported for it.
+    done = _fresh(
+        "-X", "importtime", "-m", "bloomskip", "query", str(data), "--where", "user_id = 42"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    foreign = {"obstore", "pyiceberg", "deltalake", "distributed", "dask"}
+    assert not {name.split(".")[0] for name in loaded} & foreign
+    ours = {
+        "bloomskip._store",
+        "bloomskip.dataset.tables",
+        "bloomskip.dataset.table_snapshot",
+        "bloomskip.dataset.delta",
+        "bloomskip.dataset.iceberg",
+        "bloomskip.dataset.lake",
+        "bloomskip.dataset.manifest",
+        "bloomskip.dataset.lake_build",
+    }
+    assert not loaded & ours, sorted(loaded & ours)
+
+
 PLAIN = [
     "user_id = 42",
     "42 = user_id",

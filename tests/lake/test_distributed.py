@@ -101,7 +101,7 @@ def test_files_split_into_row_group_ranges_give_the_whole_file_segments(
     lake = LakeDataset(lake_data)
     files, _ = lake.list_files()
     planned = lake_build.plan_tasks(
-        files, 1, 1, {listed.key: lake._row_group_bytes(listed) for listed in files}
+        files, 1, 1, {listed.key: lake.writer.row_group_bytes(listed) for listed in files}
     )
     assert [len(task.ranges) for task in planned] == [6, 4, 5, 18, 3]
     for name, options in {"jobs": {"jobs": 2}, "dask": {"client": client}}.items():

@@ -27,7 +27,8 @@ from test_dataset_query_corpus import PREDICATES
 
 from bloomskip import Dataset
 from bloomskip.cli import main
-from bloomskip.dataset.iceberg import is_iceberg_folder, open_iceberg
+from bloomskip.dataset.iceberg import open_iceberg
+from bloomskip.dataset.locate import is_iceberg_folder
 from bloomskip.dataset.table_dataset import TableDataset
 from bloomskip.dataset.tables import open_table
 from bloomskip.dataset.translate import clickhouse_to_duckdb

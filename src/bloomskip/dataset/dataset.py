@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bloomskip.dataset.cache import DatasetCache
+from bloomskip.dataset.frames import FrameConversions
+from bloomskip.dataset.locate import (
+    DIRECTORY_SIDECAR,
+    default_sidecar_path,
+    indexed_folder,
+    is_remote,
+    local_path,
+    table_format,
+)
 from bloomskip.dataset.sources import discover, glob_root, is_glob
 
 if TYPE_CHECKING:
@@ -18,62 +26,6 @@ if TYPE_CHECKING:
 
     from bloomskip.dataset.prune import Explanation
     from bloomskip.dataset.sidecar import Sidecar
-
-DIRECTORY_SIDECAR = "_bloomskip.index"
-
-
-def default_sidecar_path(dataset: str | os.PathLike) -> Path:
-    """Return where the sidecar of a DATASET argument lives by default.
-
-    ``_``-prefixed names are ignored by ``pyarrow.dataset`` (and by our discovery), so the
-    sidecar never shows up as a data file.
-
-    Args:
-        dataset: A file, a directory or a glob.
-
-    Returns:
-        ``<dir>/_<name>.bloomskip`` for a file, ``<dir>/_bloomskip.index`` for a directory and
-        ``<root>/_bloomskip-<hash of the pattern>.index`` for a glob.
-
-    Example:
-        >>> default_sidecar_path("logs")  # doctest: +SKIP
-        PosixPath('logs/_bloomskip.index')
-    """
-    text = os.fspath(dataset)
-    path = Path(text)
-    if path.is_dir():
-        return path / DIRECTORY_SIDECAR
-    if is_glob(text) and not path.exists():
-        root = glob_root(text)
-        pattern = Path(os.path.relpath(Path(text).absolute(), root.absolute())).as_posix()
-        digest = hashlib.sha256(pattern.encode("utf-8")).hexdigest()[:12]
-        return root / f"_bloomskip-{digest}.index"
-    return path.parent / f"_{path.name}.bloomskip"
-
-
-def indexed_folder(start: str | os.PathLike) -> Path | None:
-    """Return the nearest directory, ``start`` or one above it, holding a folder's sidecar.
-
-    A folder's index (``index build DIR``) names every file under it by its path relative to
-    the folder, so it covers any glob inside it: ``DIR/*.parquet``, ``DIR/part-1*.parquet`` or
-    ``DIR/sub/*.parquet``.
-
-    Args:
-        start: A directory (a glob's fixed part, see :func:`glob_root`).
-
-    Returns:
-        The directory holding ``_bloomskip.index``, or None when no directory up to the
-        filesystem's root does.
-
-    Example:
-        >>> indexed_folder("logs/2026")  # doctest: +SKIP
-        PosixPath('/data/logs')
-    """
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        if (folder / DIRECTORY_SIDECAR).is_file():
-            return folder
-    return None
 
 
 def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
@@ -90,16 +42,6 @@ def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
         and fnmatch.fnmatchcase(parts[0], pattern[0])
         and _glob_matches(pattern[1:], parts[1:])
     )
-
-
-def _local_path(path: str | os.PathLike) -> str | os.PathLike:
-    """A ``file://`` URI as the path it names; anything else as given."""
-    text = os.fspath(path)
-    if text.startswith("file://"):
-        from urllib.parse import unquote, urlsplit
-
-        return unquote(urlsplit(text).path)
-    return path
 
 
 def _schema_text(schema) -> str:
@@ -135,102 +77,6 @@ class BuildReport:
     rebuilt: list[str]
     index_bytes: int
     warnings: list[str] = dataclass_field(default_factory=list)
-
-
-class FrameConversions:
-    """``to_polars`` and ``to_pandas`` over a dataset's ``query``: the same rows, as a Polars
-    ``LazyFrame`` or a pandas ``DataFrame``.
-
-    Any class with bloomskip's ``query(where, columns)`` (a ``pyarrow.Table`` of exactly the
-    matching rows) can inherit them: the rows are then that query's, for a Delta or Iceberg
-    table with its deleted rows dropped and its partition values filled. Neither Polars nor
-    pandas is a dependency: each is imported only by its method.
-    """
-
-    def to_polars(self, where: str, columns: Sequence[str] | str | None = None):  # noqa: ANN201
-        """Return the rows matching ``where`` as a ``polars.LazyFrame``.
-
-        What is done now and what is lazy: pruning, reading the surviving row groups and the
-        exact filter run when this is called, as in ``query`` (DuckDB, with ClickHouse's
-        meaning of the WHERE, docs/queries.md), so the rows are exactly those of a scan of the
-        whole dataset, never more. The frame is a lazy plan over that Arrow result, shared
-        without a copy: what is chained on it (``filter``, ``group_by``, ``join`` ...) runs at
-        ``collect()``. The index cannot prune what Polars filters later; put what should use
-        it in ``where``.
-
-        Args:
-            where: ClickHouse WHERE expression.
-            columns: Columns to return (names, or ClickHouse expressions as one
-                comma-separated string); all when None.
-
-        Returns:
-            A ``polars.LazyFrame`` with the columns of ``query``'s result (NULL and NaN stay
-            distinct).
-
-        Raises:
-            BloomskipError: Polars is not installed, or as ``query`` raises
-                (``UnsupportedPredicateError`` for a WHERE without an exact translation).
-
-        Example:
-            >>> frame = Dataset("logs/").to_polars("hasToken(msg, 'timeout')")  # doctest: +SKIP
-            >>> frame.group_by("user_id").len().collect()  # doctest: +SKIP
-        """
-        from bloomskip.errors import BloomskipError
-
-        try:
-            import polars as pl
-        except ImportError as exc:
-            raise BloomskipError(
-                "to_polars needs polars, which is not installed (pip install polars)"
-            ) from exc
-        return pl.from_arrow(self.query(where, columns), rechunk=False).lazy()
-
-    def to_pandas(
-        self,
-        where: str,
-        columns: Sequence[str] | str | None = None,
-        *,
-        dtype_backend: str = "pyarrow",
-    ):  # noqa: ANN201
-        """Return the rows matching ``where`` as a ``pandas.DataFrame`` (read now, eagerly).
-
-        The rows are those of ``query`` (pruning, then the exact filter in DuckDB).
-
-        Args:
-            where: ClickHouse WHERE expression.
-            columns: Columns to return; all when None.
-            dtype_backend: ``"pyarrow"`` (default): every column an ``ArrowDtype`` of its
-                Arrow type, so each value is as stored (64-bit integers beside NULLs, NULL and
-                NaN apart). ``"numpy"``: NumPy dtypes, as ``pyarrow.Table.to_pandas()`` gives
-                them: an integer column holding NULLs becomes ``float64`` (inexact beyond
-                2**53) and NULL reads as NaN.
-
-        Returns:
-            A ``pandas.DataFrame`` with a default ``RangeIndex``.
-
-        Raises:
-            BloomskipError: pandas is not installed, an unknown ``dtype_backend``, or as
-                ``query`` raises.
-
-        Example:
-            >>> Dataset("logs/").to_pandas("user_id = 42", ["ts", "message"])  # doctest: +SKIP
-        """
-        from bloomskip.errors import BloomskipError
-
-        if dtype_backend not in ("pyarrow", "numpy"):
-            raise BloomskipError(
-                f"dtype_backend must be 'pyarrow' or 'numpy', not {dtype_backend!r}"
-            )
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise BloomskipError(
-                "to_pandas needs pandas, which is not installed (pip install pandas)"
-            ) from exc
-        table = self.query(where, columns)
-        if dtype_backend == "pyarrow":
-            return table.to_pandas(types_mapper=pd.ArrowDtype)
-        return table.to_pandas()
 
 
 class Dataset(FrameConversions):
@@ -288,8 +134,6 @@ class Dataset(FrameConversions):
     ):
         # A Delta or Iceberg table, object storage, or an index kept elsewhere is served by the
         # segmented index: the same explain / query / build_index calls, on a LakeDataset.
-        from bloomskip._store import is_object_uri
-        from bloomskip.dataset.tables import table_format
         from bloomskip.errors import BloomskipError
 
         at_snapshot = version is not None or snapshot_id is not None or as_of is not None
@@ -313,7 +157,7 @@ class Dataset(FrameConversions):
                 f"{os.fspath(path)}: --version, --snapshot-id and --as-of select a snapshot of "
                 "a Delta or Iceberg table; this is not one"
             )
-        if is_object_uri(os.fspath(path)) or index_location is not None or filesystem is not None:
+        if is_remote(path) or index_location is not None or filesystem is not None:
             from bloomskip.dataset.lake import LakeDataset
 
             if sidecar is not None:
@@ -335,7 +179,7 @@ class Dataset(FrameConversions):
         snapshot_id: int | None = None,
         as_of: str | None = None,
     ) -> None:
-        path = _local_path(path)
+        path = local_path(path)
         self.path = os.fspath(path)
         self._own_sidecar = sidecar is not None
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)

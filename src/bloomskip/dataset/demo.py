@@ -219,7 +219,7 @@ def demo_files(target: Path) -> list[Path]:
         >>> demo_files(Path("no-such-folder"))
         []
     """
-    from bloomskip.dataset.dataset import default_sidecar_path
+    from bloomskip.dataset.locate import default_sidecar_path
 
     sidecar = default_sidecar_path(target)
     found = sorted(target.glob("logs-*.parquet"))
@@ -256,7 +256,7 @@ def _removal_command(target: Path) -> str:
     """A shell command removing the demo data: the folder, when it holds nothing else."""
     import shlex
 
-    from bloomskip.dataset.dataset import default_sidecar_path
+    from bloomskip.dataset.locate import default_sidecar_path
 
     quoted = shlex.quote(str(target))
     if set(target.iterdir()) <= set(demo_files(target)):

@@ -219,10 +219,10 @@ class Partitioning:
     def table_files(self) -> dict | None:
         """The values as the scan takes a table's partition values (``TableFile`` by key), or
         None when there is no partition column."""
-        from bloomskip.dataset.tables import TableFile
-
         if not self.types:
             return None
+        from bloomskip.dataset.table_snapshot import TableFile
+
         return {key: TableFile(key, 0, None, values) for key, values in self.values.items()}
 
     def check_index(self, definition: str, columns) -> None:

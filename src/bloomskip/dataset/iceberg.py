@@ -25,9 +25,12 @@ from collections.abc import Iterable
 from datetime import UTC
 from typing import TYPE_CHECKING
 
-from bloomskip._store import is_object_uri, one_line, open_store
-from bloomskip.dataset.table_snapshot import (
+from bloomskip._store import one_line, open_store
+from bloomskip.dataset.locate import (
     ICEBERG_SCHEME,
+    iceberg_metadata_names,
+)
+from bloomskip.dataset.table_snapshot import (
     TableFile,
     TableSnapshot,
     parse_timestamp,
@@ -41,31 +44,6 @@ if TYPE_CHECKING:
 #: A metadata file's version: ``v3.metadata.json`` (Hadoop, ClickHouse) or
 #: ``00003-<uuid>.metadata.json`` (catalogs); ``.gz.metadata.json`` when compressed.
 _METADATA_VERSION = re.compile(r"v?(\d+)(?:[-.].*)?\.metadata\.json")
-
-
-def is_iceberg_folder(location: str | os.PathLike) -> bool:
-    """Whether ``location`` (a folder or object-store prefix) holds an Iceberg ``metadata/``
-    folder with at least one ``*.metadata.json`` file.
-
-    Locally this is a directory check; on an object store, one listing of ``metadata/``.
-
-    Args:
-        location: A path, ``file://…`` or an object-store URI.
-
-    Returns:
-        True for an Iceberg table's folder (False for anything that cannot be read).
-
-    Example:
-        >>> is_iceberg_folder("logs/")
-        False
-    """
-    text = os.fspath(location)
-    if text.startswith(ICEBERG_SCHEME):
-        return False
-    try:
-        return bool(_metadata_files(text.rstrip("/") or "/"))
-    except BloomskipError:
-        return False
 
 
 def open_iceberg(
@@ -213,22 +191,6 @@ def _load_catalog_table(uri: str):
         ) from exc
 
 
-def _metadata_files(location: str) -> list[str]:
-    """The names of the ``*.metadata.json`` files in ``location``'s ``metadata/`` folder."""
-    if is_object_uri(location):
-        store = open_store(location)
-        names = [info.key[len("metadata/") :] for info in store.list("metadata/")]
-    else:
-        folder = os.path.join(open_store(location).uri, "metadata")
-        if not os.path.isdir(folder):
-            return []
-        try:
-            names = os.listdir(folder)
-        except OSError as exc:
-            raise StorageError(f"cannot list {folder}: {exc.strerror or exc}") from exc
-    return sorted(name for name in names if "/" not in name and name.endswith(".metadata.json"))
-
-
 def _newest_metadata(location: str, names: list[str]) -> str:
     """The metadata file a table without a catalog is at: the highest version number.
 
@@ -259,7 +221,7 @@ def _load_folder(location: str):
     from pyiceberg.table import StaticTable
 
     location = location.rstrip("/") or "/"
-    names = _metadata_files(location)
+    names = iceberg_metadata_names(location)
     if not names:
         raise BloomskipError(
             f"{location}: not an Iceberg table (no metadata/*.metadata.json; a table in a "

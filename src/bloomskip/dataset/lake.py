@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import functools
 import os
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
-from bloomskip.dataset.dataset import FrameConversions
+from bloomskip.dataset.frames import FrameConversions
 from bloomskip.dataset.manifest import (
     Change,
     IndexLog,
@@ -47,6 +46,7 @@ from bloomskip.dataset.manifest import (
     is_segment_key,
     version_number,
 )
+from bloomskip.dataset.segment_writer import SegmentWriter, encode_schema
 from bloomskip.dataset.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.sources import Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP
@@ -170,10 +170,9 @@ class LakeDataset(FrameConversions):
             self.index_location = os.fspath(index_location).rstrip("/")
         self.log = IndexLog(open_store(self.index_location))
         self._index_prefix = self._nested_index_prefix(root, self.log.store.uri)
-        if filesystem is not None:
-            self._filesystem, self._base = filesystem, self.location
-        else:
-            self._filesystem, self._base = None, None
+        self.writer = SegmentWriter(
+            self.location, self.index_location, filesystem, store=self.store, log=self.log
+        )
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
         self._connection = None
@@ -202,12 +201,6 @@ class LakeDataset(FrameConversions):
     def index_stats(self) -> IOStats:
         """Requests and bytes of the index (when beside the data, the shared listing too)."""
         return self.log.store.stats
-
-    def filesystem(self):
-        """``(pyarrow filesystem, base path)`` the data files are read through."""
-        if self._filesystem is None:
-            self._filesystem, self._base = self.store.arrow_filesystem()
-        return self._filesystem, self._base
 
     def list_files(self) -> tuple[list[ListedFile], list[int] | None]:
         """One listing: the Parquet files, and the manifest versions when the index is beside.
@@ -248,7 +241,7 @@ class LakeDataset(FrameConversions):
                 continue  # ignored as pyarrow.dataset ignores them (_SUCCESS, .crc, _delta_log)
             if not key.lower().endswith(PARQUET_SUFFIXES):
                 raise BloomskipError(
-                    f"{self._uri_of(key)}: not a Parquet file by its name; a dataset "
+                    f"{self.writer.uri_of(key)}: not a Parquet file by its name; a dataset "
                     "prefix must hold only Parquet files (names ending in .parquet)"
                 )
             files.append(ListedFile(key, info))
@@ -283,9 +276,6 @@ class LakeDataset(FrameConversions):
             infos.append(listed)
         return sorted(infos, key=lambda info: info.key)
 
-    def _uri_of(self, key: str) -> str:
-        return self.store.uri_of(key) if self.store is not None else f"{self.location}/{key}"
-
     def _present_segments(self) -> set[str]:
         """The segment objects that exist (from the shared listing when the index is beside)."""
         if getattr(self, "_listed_segments", None) is not None:
@@ -306,10 +296,6 @@ class LakeDataset(FrameConversions):
             return None
         newest = max(listed)
         return self.log.read_version(newest, listed[newest])
-
-    def _source(self, listed: ListedFile) -> SourceFile:
-        filesystem, base = self.filesystem()
-        return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem)
 
     # -- building --------------------------------------------------------------------------
 
@@ -451,10 +437,9 @@ class LakeDataset(FrameConversions):
         ]
         present = {listed.key for listed in files}
         removed = sorted(key for key in covered if key not in present)
-        written_before = self.log.store.stats.bytes_written
         reusable = self._sidecar_entries(prepared, granule) if manifest is None else {}
         migrated: list[str] = []
-        segments, task_bytes = self._build_segments(
+        segments = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
         table = self._table_record()
@@ -465,6 +450,7 @@ class LakeDataset(FrameConversions):
             and not manifest.damaged  # a new version leaves the damaged entries out
             and not unreadable  # a new version supersedes them
         )
+        committed_before = self.log.store.stats.bytes_written
         if not segments and not removed and unchanged:
             version = manifest.version
         else:
@@ -485,6 +471,7 @@ class LakeDataset(FrameConversions):
                 for segment in segments:
                     self.log.store.delete(segment.key)
                 raise
+        commit_bytes = self.log.store.stats.bytes_written - committed_before
         base = f"version {manifest.version}, the newest readable one" if manifest else "no index"
         warnings += [
             f"{line}; this build started from {base}, and committed version {version}"
@@ -497,7 +484,8 @@ class LakeDataset(FrameConversions):
             removed,
             version,
             len(segments),
-            self.log.store.stats.bytes_written - written_before + task_bytes,
+            # Segments are counted by their size: a task on Dask writes through its own store.
+            sum(segment.size for segment in segments) + commit_bytes,
             warnings,
             migrated,
         )
@@ -505,7 +493,7 @@ class LakeDataset(FrameConversions):
     def _unverifiable(self, listed: ListedFile) -> str:
         """Why a file whose listing gives no identity is left unindexed."""
         return (
-            f"{self._uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
+            f"{self.writer.uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
             "rewrite could not be detected (it is always scanned)"
         )
 
@@ -535,26 +523,12 @@ class LakeDataset(FrameConversions):
             granule, manifest.granule if manifest is not None else None, replace
         )
 
-    def _read_schema(self, listed: ListedFile) -> pa.Schema:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        source = self._source(listed)
-        try:
-            return pq.read_schema(source.open())
-        except (pa.ArrowException, OSError) as exc:
-            raise FormatError(
-                f"cannot read the schema: {one_line(exc)}",
-                field="footer",
-                source=self._uri_of(listed.key),
-            ) from exc
-
     def _sidecar_entries(self, prepared, granule) -> dict[str, FileEntry]:
         """A local folder's single-file sidecar, where its definitions match: the entries of
         files unchanged since (size, modification time and footer hash), so that the first
         segmented build migrates them instead of reading the data again."""
         from bloomskip._store import LocalStore
-        from bloomskip.dataset.dataset import default_sidecar_path
+        from bloomskip.dataset.locate import default_sidecar_path
         from bloomskip.dataset.sidecar import read_sidecar
 
         if not isinstance(self.store, LocalStore) or self._given_filesystem is not None:
@@ -571,27 +545,26 @@ class LakeDataset(FrameConversions):
 
     def _build_segments(
         self, todo, prepared, granule, progress, reusable, migrated, jobs, client
-    ) -> tuple[list[SegmentEntry], int]:
+    ) -> list[SegmentEntry]:
         """Plan the files into tasks, run them (in this process on threads, or on Dask), and
-        return their segments in plan order (files migrated from a sidecar first), with the
-        bytes the tasks wrote."""
+        return their segments in plan order (files migrated from a sidecar first)."""
         from bloomskip.dataset import lake_build
         from bloomskip.dataset.build import progress_bar, reuse_entry
 
         segments: list[SegmentEntry] = []
         kept = {}
         for listed in todo:
-            entry = reuse_entry(reusable.get(listed.key), self._source(listed))
+            entry = reuse_entry(reusable.get(listed.key), self.writer.source(listed))
             if entry is not None:
                 kept[listed.key] = (listed, entry)
         if kept:
             # No table data is read for these: their sections come from the sidecar.
             migrated.extend(kept)
-            schemas = [self._read_schema(listed) for listed, _ in kept.values()]
+            schemas = [self.writer.read_schema(listed) for listed, _ in kept.values()]
             entries = {key: entry for key, (_, entry) in kept.items()}
             sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
             identities = {key: listed.identity for key, (listed, _) in kept.items()}
-            schema = _encode_schema(self._unify(schemas, list(kept)))
+            schema = encode_schema(self.writer.unify(schemas, list(kept)))
             segments.append(self.log.write_segment(sidecar, identities, schema))
         remaining = [listed for listed in todo if listed.key not in kept]
         # Locally, the tasks run one after another on ``jobs`` threads each: the granule
@@ -599,9 +572,7 @@ class LakeDataset(FrameConversions):
         # (benchmarks/distributed_build.py: processes paid their start-up and one thread each).
         # On Dask, each task runs on one worker thread.
         base = lake_build.BuildTask(
-            self.location,
-            self.index_location,
-            self._given_filesystem,
+            self.writer,
             (),
             tuple(prepared),
             granule,
@@ -609,9 +580,9 @@ class LakeDataset(FrameConversions):
         )
         target = lake_build.TASK_TARGET_BYTES
         group_bytes = {
-            listed.key: self._row_group_bytes(listed)
+            listed.key: self.writer.row_group_bytes(listed)
             for listed in remaining
-            if listed.info.size > target and self._source(listed).format == "parquet"
+            if listed.info.size > target and self.writer.source(listed).format == "parquet"
         }
         planned = lake_build.plan_tasks(remaining, target, lake_build.TASK_MAX_FILES, group_bytes)
         total = sum(listed.info.size for listed in remaining)
@@ -621,108 +592,7 @@ class LakeDataset(FrameConversions):
                 lake_build.make_jobs(planned, base, group_bytes), client=client, progress=bar
             )
         written = [result.segment for result in results]
-        return segments + written, sum(segment.size for segment in written)
-
-    def write_task_segment(self, files, prepared, granule, executor, max_in_flight):
-        """Index ``files`` and write them as one segment (the body of a build task).
-
-        Returns:
-            ``(segment entry, rows indexed)``.
-
-        Raises:
-            BloomskipError: A file cannot be read, has a column of another type, or holds data
-                the engine cannot hash (the message names the file).
-        """
-        entries: dict[str, FileEntry] = {}
-        schemas = []
-        for listed in files:
-            entry, schema = self.build_part(
-                listed, prepared, granule, None, executor, max_in_flight
-            )
-            entries[listed.key] = entry
-            schemas.append(schema)
-        segment = self.write_entries(entries, prepared, granule, files, schemas)
-        rows = sum(sum(entry.granule_rows) for entry in entries.values())
-        return segment, rows
-
-    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight):
-        """Index one file, or only row groups ``groups`` of it (see ``build.build_file``).
-
-        Returns:
-            ``(its sidecar entry, its Arrow schema)``.
-
-        Raises:
-            BloomskipError: The file cannot be read, has a column of another type, or holds
-                data the engine cannot hash (the message names the file).
-        """
-        import pyarrow as pa
-
-        from bloomskip.dataset.build import build_file
-        from bloomskip.dataset.sources import open_parquet
-
-        source = self._source(listed)
-        try:
-            # One open and one footer read serve the schema, the identity and the reads.
-            opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
-            self._check_types(listed, opened.schema, prepared)
-            entry = build_file(
-                source,
-                listed.key,
-                prepared,
-                granule,
-                executor,
-                max_in_flight,
-                _ignore,
-                opened,
-                groups,
-            )
-        except BloomskipError:
-            raise
-        except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
-            raise BloomskipError(
-                f"{self._uri_of(listed.key)}: cannot index it: {one_line(exc)}"
-            ) from exc
-        return entry, opened.schema
-
-    def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
-        """Write the entries of ``files`` (``ListedFile``, in key order) as one new segment."""
-        sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
-        identities = {listed.key: listed.identity for listed in files}
-        schema = _encode_schema(self._unify(schemas, list(entries)))
-        return self.log.write_segment(sidecar, identities, schema)
-
-    def _row_group_bytes(self, listed: ListedFile) -> list[int]:
-        """The compressed bytes of each row group of a file (one footer read), to split it."""
-        import pyarrow as pa
-
-        from bloomskip.dataset.sources import open_parquet
-
-        try:
-            metadata = open_parquet(
-                self._source(listed), listed.info.size, listed.info.mtime_ns
-            ).metadata
-        except (pa.ArrowException, OSError) as exc:
-            raise BloomskipError(
-                f"{self._uri_of(listed.key)}: cannot read its footer: {one_line(exc)}"
-            ) from exc
-        return [
-            sum(group.column(column).total_compressed_size for column in range(group.num_columns))
-            for group in map(metadata.row_group, range(metadata.num_row_groups))
-        ]
-
-    def _check_types(self, listed: ListedFile, schema, prepared) -> None:
-        from bloomskip.clickhouse.types import index_type_key
-
-        for item in prepared:
-            for name, arrow_type in zip(item.columns, item.arrow_types, strict=False):
-                if name in schema.names:
-                    found = schema.field(name).type
-                    if index_type_key(found) != index_type_key(arrow_type):
-                        raise BloomskipError(
-                            f"index {item.spec.definition}: column {name!r} is {arrow_type} in "
-                            f"the first file and {found} in {self._uri_of(listed.key)}; "
-                            "an index needs one type"
-                        )
+        return segments + written
 
     # -- pruning and querying --------------------------------------------------------------
 
@@ -841,7 +711,7 @@ class LakeDataset(FrameConversions):
         opened: dict[str, Sidecar | None] = {}
         states = []
         for listed in files:
-            source = self._source(listed)
+            source = self.writer.source(listed)
             segment, recorded = covered.get(listed.key, (None, None))
             entry, status = None, NOT_INDEXED
             if segment is not None and not identity_matches(recorded, listed.identity):
@@ -870,7 +740,7 @@ class LakeDataset(FrameConversions):
                     ):
                         raise
                     raise StaleSourceError(
-                        f"{self._uri_of(listed.key)}: changed while the query read it; run "
+                        f"{self.writer.uri_of(listed.key)}: changed while the query read it; run "
                         "the query again"
                     ) from exc
             states.append(FileState(source, listed.key, layout, entry, status, listed.info))
@@ -933,7 +803,7 @@ class LakeDataset(FrameConversions):
         import pyarrow as pa
 
         schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
-        held = self._unify(schemas, [item.key for item in files])
+        held = self.writer.unify(schemas, [item.key for item in files])
         # The columns of key=value folders follow the files' own (dataset/hive.py).
         return pa.schema(list(held) + list(self._partitioning(files, held).fields))
 
@@ -954,7 +824,7 @@ class LakeDataset(FrameConversions):
                 schemas.append(schema)
                 described.update(current)
         # Files no segment describes as they are now (new, rewritten): their footers are read.
-        schemas += [self._read_schema(item) for item in files if item.key not in described]
+        schemas += [self.writer.read_schema(item) for item in files if item.key not in described]
         return schemas
 
     def _partitioning(self, files, schema):
@@ -968,25 +838,10 @@ class LakeDataset(FrameConversions):
         from bloomskip.dataset.hive import partitioning
 
         return partitioning(
-            [str(self._source(item).path) for item in files],
+            [str(self.writer.source(item).path) for item in files],
             {field.name: field.type for field in schema},
             [item.key for item in files],
         )
-
-    def _unify(self, schemas: list, keys: list[str]) -> pa.Schema:
-        import pyarrow as pa
-
-        from bloomskip._sources import plain_types
-
-        try:
-            return pa.unify_schemas(
-                [plain_types(schema) for schema in schemas], promote_options="permissive"
-            )
-        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
-            raise BloomskipError(
-                f"{self.location}: the schemas of its files cannot be read as one "
-                f"({one_line(exc)}; files such as {', '.join(keys[:3])})"
-            ) from exc
 
     def query(
         self,
@@ -1163,7 +1018,7 @@ class LakeDataset(FrameConversions):
         def flush() -> None:
             if batch:
                 sidecar = Sidecar(manifest.granule, list(manifest.indexes), dict(batch))
-                schema = _encode_schema(self._unify(schemas, list(batch))) if schemas else ""
+                schema = encode_schema(self.writer.unify(schemas, list(batch))) if schemas else ""
                 written.append(self.log.write_segment(sidecar, identities, schema))
                 batch.clear()
                 identities.clear()
@@ -1282,14 +1137,6 @@ def _footer_unchanged(state) -> bool:
         return False
     listed = state.listed
     return (identity.size, f"footer-{identity.footer_sha256}") == (listed.size, listed.etag)
-
-
-def _ignore(_rows: int) -> None:
-    """Per-granule progress inside a task: the build's bar counts whole tasks."""
-
-
-def _encode_schema(schema) -> str:
-    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
 def _snapshot(*stats: IOStats) -> tuple[int, int]:

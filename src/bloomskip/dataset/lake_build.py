@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from bloomskip._store import one_line
+from bloomskip.dataset.segment_writer import SegmentWriter
 from bloomskip.errors import BloomskipError
 
 #: A task covers about this many bytes of Parquet. Each task writes one segment, and a query
@@ -48,9 +49,8 @@ class BuildTask:
     """One batch of files to index into one segment (picklable, sent to a worker).
 
     Attributes:
-        location: The dataset's location (URI or path) as the driver was given it.
-        index_location: Where the segment goes.
-        filesystem: The caller's pyarrow filesystem, if any (pyarrow filesystems pickle).
+        writer: Reads the data and writes the segment where the task runs (it pickles
+            without the driver's open stores).
         files: The files, as the driver's listing described them.
         prepared: The indexes, bound to the dataset's columns and types.
         granule: ``"row-group"`` or rows per granule.
@@ -59,9 +59,7 @@ class BuildTask:
             part, see :func:`run_part`); None: whole files.
     """
 
-    location: str
-    index_location: str
-    filesystem: object
+    writer: SegmentWriter
     files: tuple
     prepared: tuple
     granule: str | int
@@ -224,12 +222,10 @@ def run_task(task: BuildTask) -> TaskResult:
         StorageError: The segment cannot be written.
     """
     started = time.perf_counter()
-    with _task_errors(task):
-        lake = _lake(task)
-        with ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
-            segment, rows = lake.write_task_segment(
-                task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads)
-            )
+    with _task_errors(task), ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
+        segment, rows = task.writer.write_files(
+            task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads)
+        )
     return TaskResult(
         segment,
         rows,
@@ -244,17 +240,15 @@ def run_part(task: BuildTask) -> PartResult:
     Raises:
         BloomskipError: The file cannot be read or indexed (the message names it).
     """
-    with _task_errors(task):
-        lake = _lake(task)
-        with ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
-            entry, schema = lake.build_part(
-                task.files[0],
-                task.prepared,
-                task.granule,
-                range(*task.groups),
-                executor,
-                2 * max(1, task.threads),
-            )
+    with _task_errors(task), ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
+        entry, schema = task.writer.build_part(
+            task.files[0],
+            task.prepared,
+            task.granule,
+            range(*task.groups),
+            executor,
+            2 * max(1, task.threads),
+        )
     return PartResult(entry, schema, sum(entry.granule_rows))
 
 
@@ -270,7 +264,7 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
     started = time.perf_counter()
     with _task_errors(task):
         entry = build.join_parts([part.entry for part in parts])
-        segment = _lake(task).write_entries(
+        segment = task.writer.write_entries(
             {entry.path: entry}, task.prepared, task.granule, task.files, [parts[0].schema]
         )
     return TaskResult(
@@ -278,14 +272,6 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
         sum(part.rows for part in parts),
         task.files[0].info.size,
         time.perf_counter() - started,
-    )
-
-
-def _lake(task: BuildTask):
-    from bloomskip.dataset.lake import LakeDataset
-
-    return LakeDataset(
-        task.location, index_location=task.index_location, filesystem=task.filesystem
     )
 
 

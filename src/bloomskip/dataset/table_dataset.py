@@ -83,13 +83,14 @@ class TableDataset(LakeDataset):
             info = listed.get(item.key)
             if info is None:
                 raise BloomskipError(
-                    f"{self._uri_of(item.key)}: the table's snapshot {self.snapshot.snapshot} "
+                    f"{self.writer.uri_of(item.key)}: the table's snapshot "
+                    f"{self.snapshot.snapshot} "
                     "names this data file, but storage does not hold it (deleted behind the "
                     "table's back, or vacuumed)"
                 )
             if info.size != item.size:
                 warnings.append(
-                    f"{self._uri_of(item.key)}: {info.size:,} bytes in storage, "
+                    f"{self.writer.uri_of(item.key)}: {info.size:,} bytes in storage, "
                     f"{item.size:,} per the table's metadata: changed behind the table's "
                     "back; scanned, never pruned"
                 )
@@ -101,7 +102,10 @@ class TableDataset(LakeDataset):
     def _unverifiable(self, listed: ListedFile) -> str:
         item = self.table_files[listed.key]
         if listed.info.size != item.size:
-            return f"{self._uri_of(listed.key)}: not indexed: it differs from the table's metadata"
+            return (
+                f"{self.writer.uri_of(listed.key)}: not indexed: it differs from the table's "
+                "metadata"
+            )
         return super()._unverifiable(listed)
 
     def _table_record(self) -> dict:

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-ICEBERG_SCHEME = "iceberg://"
-
 
 @dataclass(frozen=True)
 class TableFile:

@@ -20,8 +20,8 @@ import os
 from typing import TYPE_CHECKING
 
 from bloomskip.clickhouse.kinds import column_kind
+from bloomskip.dataset.locate import ICEBERG_SCHEME, table_format
 from bloomskip.dataset.table_snapshot import (
-    ICEBERG_SCHEME,
     TableFile,
     TableSnapshot,
     parse_timestamp,
@@ -41,32 +41,6 @@ __all__ = [
     "parse_timestamp",
     "table_format",
 ]
-
-
-def table_format(location: str | os.PathLike) -> str | None:
-    """``"delta"`` when ``location`` holds a Delta log (``_delta_log/``), ``"iceberg"`` for an
-    ``iceberg://`` URI or a folder holding Iceberg ``metadata/``, else None (plain files).
-
-    Raises:
-        StorageError: The location cannot be listed.
-
-    Example:
-        >>> table_format("iceberg://local/ns.events")
-        'iceberg'
-    """
-    from bloomskip._store import open_store
-
-    text = os.fspath(location)
-    if text.startswith(ICEBERG_SCHEME):
-        return "iceberg"
-    if any(character in text for character in "*?[") or not text:
-        return None
-    store = open_store(text.rstrip("/") or "/")
-    if store.has_prefix("_delta_log/"):
-        return "delta"
-    from bloomskip.dataset.iceberg import is_iceberg_folder
-
-    return "iceberg" if is_iceberg_folder(text) else None
 
 
 def open_table(

@@ -1,0 +1,190 @@
+"""What a dataset location names, decided in one place before any format code is loaded.
+
+A local folder, glob or file is told apart from an object-store prefix and from a Delta or
+Iceberg table with ``os`` calls alone: a query over local files never imports the object-store
+client or a table-format module. Also here: where a local dataset's sidecar index lives.
+
+Example:
+    >>> table_format("iceberg://local/ns.events")
+    'iceberg'
+    >>> is_remote("s3://bucket/logs"), is_remote("logs/"), is_remote("file:///data/logs")
+    (True, False, False)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from bloomskip.dataset.sources import glob_root, is_glob
+
+#: A table opened through a PyIceberg catalog: ``iceberg://CATALOG/NAMESPACE.TABLE``.
+ICEBERG_SCHEME = "iceberg://"
+#: The name of a folder's sidecar index.
+DIRECTORY_SIDECAR = "_bloomskip.index"
+
+
+def default_sidecar_path(dataset: str | os.PathLike) -> Path:
+    """Return where the sidecar of a DATASET argument lives by default.
+
+    ``_``-prefixed names are ignored by ``pyarrow.dataset`` (and by our discovery), so the
+    sidecar never shows up as a data file.
+
+    Args:
+        dataset: A file, a directory or a glob.
+
+    Returns:
+        ``<dir>/_<name>.bloomskip`` for a file, ``<dir>/_bloomskip.index`` for a directory and
+        ``<root>/_bloomskip-<hash of the pattern>.index`` for a glob.
+
+    Example:
+        >>> default_sidecar_path("logs")  # doctest: +SKIP
+        PosixPath('logs/_bloomskip.index')
+    """
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.is_dir():
+        return path / DIRECTORY_SIDECAR
+    if is_glob(text) and not path.exists():
+        root = glob_root(text)
+        pattern = Path(os.path.relpath(Path(text).absolute(), root.absolute())).as_posix()
+        digest = hashlib.sha256(pattern.encode("utf-8")).hexdigest()[:12]
+        return root / f"_bloomskip-{digest}.index"
+    return path.parent / f"_{path.name}.bloomskip"
+
+
+def indexed_folder(start: str | os.PathLike) -> Path | None:
+    """Return the nearest directory, ``start`` or one above it, holding a folder's sidecar.
+
+    A folder's index (``index build DIR``) names every file under it by its path relative to
+    the folder, so it covers any glob inside it: ``DIR/*.parquet``, ``DIR/part-1*.parquet`` or
+    ``DIR/sub/*.parquet``.
+
+    Args:
+        start: A directory (a glob's fixed part, see :func:`glob_root`).
+
+    Returns:
+        The directory holding ``_bloomskip.index``, or None when no directory up to the
+        filesystem's root does.
+
+    Example:
+        >>> indexed_folder("logs/2026")  # doctest: +SKIP
+        PosixPath('/data/logs')
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DIRECTORY_SIDECAR).is_file():
+            return folder
+    return None
+
+
+def local_path(path: str | os.PathLike) -> str | os.PathLike:
+    """A ``file://`` URI as the path it names; anything else as given."""
+    text = os.fspath(path)
+    if text.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return unquote(urlsplit(text).path)
+    return path
+
+
+def is_remote(location: str | os.PathLike) -> bool:
+    """Whether ``location`` is a URI other than ``file://`` (an object store, or a scheme the
+    store refuses by name), rather than a local path."""
+    text = os.fspath(location)
+    return "://" in text and not text.startswith("file://")
+
+
+def table_format(location: str | os.PathLike) -> str | None:
+    """``"delta"`` when ``location`` holds a Delta log (``_delta_log/``), ``"iceberg"`` for an
+    ``iceberg://`` URI or a folder holding Iceberg ``metadata/*.metadata.json``, else None
+    (plain files, a glob or one file).
+
+    A local location is looked at with ``os`` calls; a remote one with one listing of its
+    store.
+
+    Raises:
+        StorageError: A remote location cannot be listed.
+
+    Example:
+        >>> table_format("iceberg://local/ns.events")
+        'iceberg'
+    """
+    text = os.fspath(location)
+    if text.startswith(ICEBERG_SCHEME):
+        return "iceberg"
+    if any(character in text for character in "*?[") or not text:
+        return None
+    if is_remote(text):
+        from bloomskip._store import open_store
+
+        has_log = open_store(text.rstrip("/")).has_prefix("_delta_log/")
+    else:
+        has_log = (Path(local_path(text)) / "_delta_log").is_dir()
+    if has_log:
+        return "delta"
+    return "iceberg" if is_iceberg_folder(text) else None
+
+
+def is_iceberg_folder(location: str | os.PathLike) -> bool:
+    """Whether ``location`` (a folder or object-store prefix) holds an Iceberg ``metadata/``
+    folder with at least one ``*.metadata.json`` file.
+
+    Locally this is a directory check; on an object store, one listing of ``metadata/``.
+
+    Args:
+        location: A path, ``file://…`` or an object-store URI.
+
+    Returns:
+        True for an Iceberg table's folder (False for anything that cannot be read).
+
+    Example:
+        >>> is_iceberg_folder("logs/")
+        False
+    """
+    text = os.fspath(location)
+    if text.startswith(ICEBERG_SCHEME):
+        return False
+    from bloomskip.errors import BloomskipError
+
+    try:
+        return bool(iceberg_metadata_names(text.rstrip("/") or "/"))
+    except BloomskipError:
+        return False
+
+
+def iceberg_metadata_names(location: str) -> list[str]:
+    """The names of the ``*.metadata.json`` files in ``location``'s ``metadata/`` folder, sorted.
+
+    Raises:
+        StorageError: The folder or prefix cannot be listed (a missing one holds none).
+    """
+    from bloomskip.errors import StorageError
+
+    if is_remote(location):
+        from bloomskip._store import open_store
+
+        names = [info.key[len("metadata/") :] for info in open_store(location).list("metadata/")]
+    else:
+        folder = Path(local_path(location)) / "metadata"
+        if not folder.is_dir():
+            return []
+        try:
+            names = os.listdir(folder)
+        except OSError as exc:
+            raise StorageError(f"cannot list {folder}: {exc.strerror or exc}") from exc
+    return sorted(name for name in names if "/" not in name and name.endswith(".metadata.json"))
+
+
+__all__ = [
+    "DIRECTORY_SIDECAR",
+    "ICEBERG_SCHEME",
+    "default_sidecar_path",
+    "iceberg_metadata_names",
+    "indexed_folder",
+    "is_iceberg_folder",
+    "is_remote",
+    "local_path",
+    "table_format",
+]

@@ -1,0 +1,258 @@
+"""Reading a lake's data files and writing their segments: what a build task needs, alone.
+
+A :class:`SegmentWriter` knows where the data lives (a store URI or a caller's pyarrow
+filesystem) and where the index lives, and nothing of the user-facing dataset: a build worker
+(``lake_build``) receives one inside its task, pickled, and opens its stores where it runs. The
+driver's dataset holds one too, for the same reads (footers, schemas) on its side.
+
+Example:
+    >>> import pickle
+    >>> writer = SegmentWriter("file:///tmp/data", "file:///tmp/data/_bloomskip")
+    >>> pickle.loads(pickle.dumps(writer)).uri_of("a.parquet")
+    '/tmp/data/a.parquet'
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING
+
+from bloomskip._store import Store, one_line, open_store
+from bloomskip.errors import BloomskipError, FormatError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from bloomskip.dataset.manifest import IndexLog, SegmentEntry
+    from bloomskip.dataset.sidecar import FileEntry
+    from bloomskip.dataset.sources import SourceFile
+
+
+class SegmentWriter:
+    """The data files of a lake and the index location its segments go to (picklable).
+
+    Args:
+        location: The dataset's location (URI or path), or the path in ``filesystem``.
+        index_location: Where the segments go.
+        filesystem: The caller's pyarrow filesystem, if any (pyarrow filesystems pickle).
+        store: The data's store, when the caller has it open already (not pickled).
+        log: The index's log, when the caller has it open already (not pickled).
+
+    Files are passed as the listing describes them (``ListedFile``: ``key``, ``info``,
+    ``identity``).
+    """
+
+    def __init__(
+        self,
+        location: str,
+        index_location: str,
+        filesystem=None,
+        *,
+        store: Store | None = None,
+        log: IndexLog | None = None,
+    ) -> None:
+        self.location = location
+        self.index_location = index_location
+        self._given_filesystem = filesystem
+        self._store = store
+        self._log = log
+        self._arrow = (filesystem, location) if filesystem is not None else None
+
+    def __getstate__(self) -> dict:
+        # Stores, logs and a derived filesystem hold connections: a worker opens its own.
+        state = dict(self.__dict__)
+        state["_store"] = state["_log"] = None
+        if self._given_filesystem is None:
+            state["_arrow"] = None
+        return state
+
+    @property
+    def store(self) -> Store | None:
+        """The data's store (None when the data is read through a caller's filesystem)."""
+        if self._store is None and self._given_filesystem is None:
+            self._store = open_store(self.location)
+        return self._store
+
+    @property
+    def log(self) -> IndexLog:
+        """The index's log, where segments are written."""
+        if self._log is None:
+            from bloomskip.dataset.manifest import IndexLog
+
+            self._log = IndexLog(open_store(self.index_location))
+        return self._log
+
+    def filesystem(self):
+        """``(pyarrow filesystem, base path)`` the data files are read through."""
+        if self._arrow is None:
+            self._arrow = self.store.arrow_filesystem()
+        return self._arrow
+
+    def source(self, listed) -> SourceFile:
+        """The readable file of a listed one."""
+        from bloomskip.dataset.sources import SourceFile
+
+        filesystem, base = self.filesystem()
+        return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem)
+
+    def uri_of(self, key: str) -> str:
+        """The URI of a data file, as messages name it."""
+        store = self.store
+        return store.uri_of(key) if store is not None else f"{self.location}/{key}"
+
+    def read_schema(self, listed) -> pa.Schema:
+        """A file's Arrow schema (its footer).
+
+        Raises:
+            FormatError: The footer cannot be read (named with the file's URI).
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_schema(self.source(listed).open())
+        except (pa.ArrowException, OSError) as exc:
+            raise FormatError(
+                f"cannot read the schema: {one_line(exc)}",
+                field="footer",
+                source=self.uri_of(listed.key),
+            ) from exc
+
+    def row_group_bytes(self, listed) -> list[int]:
+        """The compressed bytes of each row group of a file (one footer read), to split it.
+
+        Raises:
+            BloomskipError: The footer cannot be read.
+        """
+        import pyarrow as pa
+
+        from bloomskip.dataset.sources import open_parquet
+
+        try:
+            metadata = open_parquet(
+                self.source(listed), listed.info.size, listed.info.mtime_ns
+            ).metadata
+        except (pa.ArrowException, OSError) as exc:
+            raise BloomskipError(
+                f"{self.uri_of(listed.key)}: cannot read its footer: {one_line(exc)}"
+            ) from exc
+        return [
+            sum(group.column(column).total_compressed_size for column in range(group.num_columns))
+            for group in map(metadata.row_group, range(metadata.num_row_groups))
+        ]
+
+    def unify(self, schemas: list, keys: list[str]) -> pa.Schema:
+        """The files' schemas read as one, as a scan of them all reads them.
+
+        Raises:
+            BloomskipError: Two files hold a column in types no scan reads as one.
+        """
+        import pyarrow as pa
+
+        from bloomskip._sources import plain_types
+
+        try:
+            return pa.unify_schemas(
+                [plain_types(schema) for schema in schemas], promote_options="permissive"
+            )
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            raise BloomskipError(
+                f"{self.location}: the schemas of its files cannot be read as one "
+                f"({one_line(exc)}; files such as {', '.join(keys[:3])})"
+            ) from exc
+
+    def write_files(self, files, prepared, granule, executor, max_in_flight):
+        """Index ``files`` and write them as one segment (the body of a build task).
+
+        Returns:
+            ``(segment entry, rows indexed)``.
+
+        Raises:
+            BloomskipError: A file cannot be read, has a column of another type, or holds data
+                the engine cannot hash (the message names the file).
+        """
+        entries: dict[str, FileEntry] = {}
+        schemas = []
+        for listed in files:
+            entry, schema = self.build_part(
+                listed, prepared, granule, None, executor, max_in_flight
+            )
+            entries[listed.key] = entry
+            schemas.append(schema)
+        segment = self.write_entries(entries, prepared, granule, files, schemas)
+        rows = sum(sum(entry.granule_rows) for entry in entries.values())
+        return segment, rows
+
+    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight):
+        """Index one file, or only row groups ``groups`` of it (see ``build.build_file``).
+
+        Returns:
+            ``(its sidecar entry, its Arrow schema)``.
+
+        Raises:
+            BloomskipError: The file cannot be read, has a column of another type, or holds
+                data the engine cannot hash (the message names the file).
+        """
+        import pyarrow as pa
+
+        from bloomskip.dataset.build import build_file
+        from bloomskip.dataset.sources import open_parquet
+
+        source = self.source(listed)
+        try:
+            # One open and one footer read serve the schema, the identity and the reads.
+            opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
+            self._check_types(listed, opened.schema, prepared)
+            entry = build_file(
+                source,
+                listed.key,
+                prepared,
+                granule,
+                executor,
+                max_in_flight,
+                _ignore,
+                opened,
+                groups,
+            )
+        except BloomskipError:
+            raise
+        except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
+            raise BloomskipError(
+                f"{self.uri_of(listed.key)}: cannot index it: {one_line(exc)}"
+            ) from exc
+        return entry, opened.schema
+
+    def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
+        """Write the entries of ``files`` (listed files, in key order) as one new segment."""
+        from bloomskip.dataset.sidecar import Sidecar
+
+        sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
+        identities = {listed.key: listed.identity for listed in files}
+        schema = encode_schema(self.unify(schemas, list(entries)))
+        return self.log.write_segment(sidecar, identities, schema)
+
+    def _check_types(self, listed, schema, prepared) -> None:
+        from bloomskip.clickhouse.types import index_type_key
+
+        for item in prepared:
+            for name, arrow_type in zip(item.columns, item.arrow_types, strict=False):
+                if name in schema.names:
+                    found = schema.field(name).type
+                    if index_type_key(found) != index_type_key(arrow_type):
+                        raise BloomskipError(
+                            f"index {item.spec.definition}: column {name!r} is {arrow_type} in "
+                            f"the first file and {found} in {self.uri_of(listed.key)}; "
+                            "an index needs one type"
+                        )
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    """A schema as a segment records it (its Arrow IPC serialization, base64)."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def _ignore(_rows: int) -> None:
+    """Per-granule progress inside a task: the build's bar counts whole tasks."""
+
+
+__all__ = ["SegmentWriter", "encode_schema"]
