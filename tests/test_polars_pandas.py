@@ -225,4 +225,4 @@ def test_only_to_pandas_imports_pandas() -> None:
 
     for path in sorted(PACKAGE.rglob("*.py")):
         visit(ast.parse(path.read_text(encoding="utf-8")), "<module>", path)
-    assert found == [("dataset.py", "to_pandas")]
+    assert found == [("frames.py", "to_pandas")]

@@ -95,7 +95,7 @@ def test_corpus_at_every_version_equals_deltalakes_reader(tmp_path):
     pruned = 0
     for version in versions:
         table = Dataset(location, version=version)
-        assert isinstance(table, TableDataset) and table.snapshot.snapshot == version
+        assert isinstance(table.backend, TableDataset) and table.snapshot.snapshot == version
         for template in PREDICATES + ["p = '1'", "p = '0' AND k = {k0}", "extra = 'e7'"]:
             where = template.format(**keys)
             if "extra" in where and version < 3:
@@ -222,7 +222,7 @@ def test_a_table_on_the_s3_server(delta_location):
     except deltalake.exceptions.DeltaError as exc:
         pytest.fail(f"deltalake cannot write to the S3 server: {exc}")
     table = Dataset(delta_location)
-    assert isinstance(table, TableDataset)
+    assert isinstance(table.backend, TableDataset)
     table.build_index(INDEXES, progress=False)
     assert table.log.store.uri == f"{delta_location}/_bloomskip"
     keys = _sample_keys(delta_location)

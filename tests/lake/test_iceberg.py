@@ -629,7 +629,10 @@ def _check_corpus(uri: str, reference, extra: list[str]) -> int:
     pruned = 0
     for snapshot in reference.metadata.snapshots:
         table = Dataset(uri, snapshot_id=snapshot.snapshot_id)
-        assert isinstance(table, TableDataset) and table.snapshot.snapshot == snapshot.snapshot_id
+        assert (
+            isinstance(table.backend, TableDataset)
+            and table.snapshot.snapshot == snapshot.snapshot_id
+        )
         columns = set(table.snapshot.schema.names)
         for template in PREDICATES + extra:
             where = template.format(**keys)

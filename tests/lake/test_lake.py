@@ -44,7 +44,7 @@ def lake_location(request, tmp_path, local_data) -> str:
     return location
 
 
-def _lake(location: str, tmp_path: Path) -> LakeDataset:
+def _lake(location: str, tmp_path: Path) -> Dataset:
     if location.startswith("s3://"):
         return Dataset(location)
     return Dataset(location, index_location=str(tmp_path / "index"))
@@ -53,7 +53,7 @@ def _lake(location: str, tmp_path: Path) -> LakeDataset:
 @pytest.mark.parametrize("lake_location", ["s3", "local"], indirect=True)
 def test_corpus_on_object_storage_matches_duckdb_full_scan(lake_location, local_data, tmp_path):
     lake = _lake(lake_location, tmp_path)
-    assert isinstance(lake, LakeDataset)
+    assert isinstance(lake, Dataset) and isinstance(lake.backend, LakeDataset)
     report = lake.build_index(INDEXES, progress=False)
     assert report.version == 1 and len(report.rebuilt) == 3 and report.segments_written == 1
     local = Dataset(local_data, sidecar=tmp_path / "sidecar.index")

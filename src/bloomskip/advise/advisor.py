@@ -193,10 +193,11 @@ def advise(
         'user_id TYPE bloom_filter(0.01)'
     """
     from bloomskip.dataset.dataset import Dataset
+    from bloomskip.dataset.folder import FolderDataset
 
     started = time.perf_counter()
-    ds = Dataset(dataset)
-    if not isinstance(ds, Dataset):
+    ds = Dataset(dataset).backend
+    if not isinstance(ds, FolderDataset):
         raise BloomskipError(
             f"{os.fspath(dataset)}: advise reads a local Parquet / Arrow IPC dataset (a file, "
             "folder or glob)"

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bloomskip.dataset.sources import IdentityCache, SourceFile, stat_key
+from bloomskip.dataset.sources import IdentityCache, stat_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,7 +30,7 @@ class DatasetCache:
 
     Attributes:
         state: ``(stat keys of the files, stat key of the sidecar or None)`` the entries were
-            derived under; None before the first refresh, or when a file cannot be stat-ed.
+            derived under; None before the first refresh.
         sidecar: The verified sidecar, once read (None: not read yet, or there is none).
         identities: File identities (footer hashes); each also re-validated by ``stat``.
         layouts: Row-group layouts, keyed by file and identity.
@@ -50,7 +50,7 @@ class DatasetCache:
 
     Example:
         >>> cache = DatasetCache()
-        >>> cache.refresh(dataset.files, dataset.sidecar_path)  # doctest: +SKIP
+        >>> cache.refresh(keys, dataset.sidecar_path)  # doctest: +SKIP
         >>> cache.layouts  # doctest: +SKIP
         {}
     """
@@ -70,21 +70,19 @@ class DatasetCache:
     uniform: bool = True
     partitioning: Any = None
 
-    def refresh(self, files: Sequence[SourceFile], sidecar: str | os.PathLike) -> None:
+    def refresh(self, keys: Sequence[tuple[int, ...]], sidecar: str | os.PathLike) -> None:
         """Invalidate the cache when a file or the sidecar changed since the last refresh.
 
         Args:
-            files: The dataset's files.
-            sidecar: The sidecar's path (it may not exist).
+            keys: The :func:`~bloomskip.dataset.sources.stat_key` of each of the dataset's
+                files, as its listing took them (the files are not stat-ed again).
+            sidecar: The sidecar's path (it may not exist; it is stat-ed).
 
         Example:
-            >>> cache.refresh(dataset.files, dataset.sidecar_path)  # doctest: +SKIP
+            >>> cache.refresh(keys, dataset.sidecar_path)  # doctest: +SKIP
         """
-        try:
-            state = (tuple(stat_key(source.path) for source in files), _sidecar_key(sidecar))
-        except OSError:
-            state = None  # a vanished file: keep nothing derived from it
-        if state is None or state != self.state:
+        state = (tuple(keys), _sidecar_key(sidecar))
+        if state != self.state:
             self.invalidate()
         self.state = state
 

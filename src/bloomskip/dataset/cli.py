@@ -250,30 +250,12 @@ def _register_maintenance(index_commands) -> None:
     drop.set_defaults(func=_drop)
 
 
-def _lake(args: argparse.Namespace):
-    from bloomskip.dataset.lake import LakeDataset
-    from bloomskip.dataset.tables import table_format
-
-    if table_format(args.dataset) is not None:
-        from bloomskip.dataset.table_dataset import TableDataset
-
-        return TableDataset(args.dataset, index_location=args.index_location)
-    # A URI (an object store, or an unknown scheme that open_store names) has its index beside.
-    if args.index_location is None and "://" not in args.dataset:
-        raise BloomskipError(
-            f"{args.dataset}: index {args.index_command} works on a segmented index: give "
-            "--index-location for a local dataset (its sidecar file is one file: index status "
-            "and index drop describe and edit it)"
-        )
-    return LakeDataset(args.dataset, index_location=args.index_location)
-
-
 def _dataset(args: argparse.Namespace):
     from bloomskip.dataset.dataset import Dataset
 
     return Dataset(
         args.dataset,
-        sidecar=args.sidecar,
+        sidecar=getattr(args, "sidecar", None),
         index_location=args.index_location,
         version=getattr(args, "version", None),
         snapshot_id=getattr(args, "snapshot_id", None),
@@ -376,28 +358,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _plot_fill(dataset, path: str) -> None:
-    """``index status --plot``: the sidecar's per-granule fill, saturated granules marked."""
+    """``index status --plot``: the index's per-granule fill, saturated granules marked."""
     from bloomskip.clickhouse.part_cli import DEFAULT_SATURATION_FPR
-    from bloomskip.dataset.lake import LakeDataset
-    from bloomskip.dataset.prune import file_states, index_fill
+    from bloomskip.dataset.prune import index_fill
     from bloomskip.plots import plot_fill, save_figure
 
-    if isinstance(dataset, LakeDataset):
-        states, sidecar = dataset.index_states()
-        if sidecar is None:
-            raise BloomskipError(f"no index at {dataset.index_location}: nothing to plot")
-        name = dataset.location
-    else:
-        sidecar = dataset.load_sidecar()
-        if sidecar is None:
-            raise BloomskipError(f"no index at {dataset.index_path}: nothing to plot")
-        # A glob borrowing its folder's index names files relative to that folder.
-        borrowed = dataset.index_path != dataset.sidecar_path
-        root = dataset.index_folder if borrowed else dataset.root
-        states = file_states(dataset.files, root, sidecar)
-        name = getattr(dataset, "path", root)
+    states, sidecar = dataset.index_states()
+    if sidecar is None:
+        raise BloomskipError(f"no index at {dataset.index_location}: nothing to plot")
     fill = index_fill(states, sidecar, DEFAULT_SATURATION_FPR)
-    save_figure(plot_fill(fill, f"{name}: filter fill per granule"), path)
+    save_figure(plot_fill(fill, f"{dataset.path}: filter fill per granule"), path)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -416,7 +386,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    report = _lake(args).compact()
+    report = _dataset(args).compact()
     if report is None:
         print("nothing to compact: fewer than two small segments")
     else:
@@ -428,7 +398,7 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
-    deleted = _lake(args).vacuum(args.keep_versions, args.min_age)
+    deleted = _dataset(args).vacuum(args.keep_versions, args.min_age)
     print(f"deleted {len(deleted)} objects")
     return EXIT_OK
 
@@ -439,14 +409,9 @@ def _drop(args: argparse.Namespace) -> int:
         dataset.drop_index(args.name)
         print(f"{args.name}: removed")
         return EXIT_OK
-    if not hasattr(dataset, "drop"):
-        path = dataset.sidecar_path
-        if not path.exists():
-            raise BloomskipError(f"no index at {path}")
-        path.unlink()
-        print(f"deleted {path}")
-        return EXIT_OK
-    print(f"deleted {dataset.drop()} objects")
+    location = dataset.index_location
+    deleted = dataset.drop()
+    print(f"deleted {location}" + (f" ({deleted} objects)" if dataset.segmented else ""))
     return EXIT_OK
 
 
@@ -468,15 +433,9 @@ def _query(args: argparse.Namespace) -> int:
         )
     where = where_text(args.where)
     dataset = _dataset(args)
-    result = None
-    if args.explain:
-        from bloomskip.dataset.lake import LakeDataset  # here: a plain query need not load it
-
-        if isinstance(dataset, LakeDataset):
-            # Its pruning reads no footer; --explain reads the survivors' to tell their bytes.
-            result = dataset.explain(where, describe_data=True)
-    if result is None:
-        result = dataset.explain(where)
+    # A segmented index's pruning reads no footer; --explain reads the survivors' to tell
+    # their bytes.
+    result = dataset.explain(where, describe_data=args.explain)
     if args.explain:
         read_columns = referenced_columns(where)
         selected = []
@@ -494,7 +453,9 @@ def _query(args: argparse.Namespace) -> int:
         columns = read_columns + [c for c in selected if c not in read_columns] if selected else []
         observation = None
         if args.analyze:
-            observation = observe_matches(result, where, getattr(dataset, "table_files", None))
+            observation = observe_matches(
+                result, where, getattr(dataset.backend, "table_files", None)
+            )
         facts = explain_json(result, columns, observation)
         if args.plot is not None:
             from bloomskip.plots import plot_explain, save_figure

@@ -1,172 +1,134 @@
-"""``bloomskip.Dataset``: ClickHouse skip indexes over Parquet / Arrow IPC files, in a sidecar."""
+"""``bloomskip.Dataset``: one type for every kind of location, with the same verbs everywhere.
+
+A dataset is files from somewhere (a local folder, glob or file; an object-store prefix; a
+Delta or Iceberg table's snapshot) with a skip index kept somewhere (one sidecar file beside
+local files, or segments and a manifest log at ``index_location``). :func:`open_backend` chooses,
+from the location alone (``dataset/locate.py``), the object that lists those files and keeps
+that index; the :class:`Dataset` holds it and every verb goes through it.
+
+Example:
+    >>> ds = Dataset("logs/")  # doctest: +SKIP
+    >>> ds.build_index(["user_id TYPE bloom_filter(0.01)"])  # doctest: +SKIP
+    >>> ds.query("user_id = 42").num_rows  # doctest: +SKIP
+    3
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.cache import DatasetCache
+from bloomskip.dataset.folder import BuildReport, FolderDataset
 from bloomskip.dataset.frames import FrameConversions
-from bloomskip.dataset.locate import (
-    DIRECTORY_SIDECAR,
-    default_sidecar_path,
-    indexed_folder,
-    is_remote,
-    local_path,
-    table_format,
-)
-from bloomskip.dataset.sources import discover, glob_root, is_glob
+from bloomskip.dataset.locate import is_remote, table_format
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from bloomskip.dataset.lake import LakeBuildReport, LakeDataset
     from bloomskip.dataset.prune import Explanation
     from bloomskip.dataset.sidecar import Sidecar
 
-
-def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    """Whether a relative path (its parts) matches a relative glob pattern (its parts), as
-    ``glob.glob(..., recursive=True)`` matches: ``**`` is any number of directories."""
-    import fnmatch
-
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_glob_matches(pattern[1:], parts[skip:]) for skip in range(len(parts) + 1))
-    return (
-        bool(parts)
-        and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _glob_matches(pattern[1:], parts[1:])
-    )
+    Backend = FolderDataset | LakeDataset
 
 
-def _schema_text(schema) -> str:
-    """A schema on one line: ``(id: int64, s: string)``."""
-    return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
+def open_backend(
+    path: str | os.PathLike,
+    sidecar: str | os.PathLike | None = None,
+    *,
+    index_location: str | os.PathLike | None = None,
+    filesystem=None,
+    version: int | None = None,
+    snapshot_id: int | None = None,
+    as_of: str | None = None,
+) -> Backend:
+    """The object that lists a location's files and keeps its index (see :class:`Dataset`).
 
+    Local files without ``index_location`` get a :class:`~bloomskip.dataset.folder.FolderDataset`
+    (a sidecar file); a Delta or Iceberg table a
+    :class:`~bloomskip.dataset.table_dataset.TableDataset`; anything else (an object-store
+    prefix, ``index_location``, a caller's filesystem) a
+    :class:`~bloomskip.dataset.lake.LakeDataset` (segments). Only the chosen one's module is
+    imported: local files load no object-store or table-format code.
 
-def _new_connection():
-    """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
-
-    from bloomskip.dataset.query import connect
-
-    connection = connect()
-    connection.execute("SET GLOBAL parquet_metadata_cache = true")
-    return connection
-
-
-@dataclass
-class BuildReport:
-    """What :meth:`Dataset.build_index` did.
-
-    Attributes:
-        sidecar: Path of the sidecar written.
-        files: Files in the dataset.
-        rebuilt: Relative paths of the files (re)indexed; the others were reused.
-        index_bytes: Size of the sidecar in bytes.
-        warnings: One line per index no predicate can ever use (e.g. a text index over a
-            type ClickHouse never evaluates it for).
+    Raises:
+        BloomskipError: Arguments that do not fit the location (a sidecar for a table or an
+            object store, a snapshot for plain files), or a location that holds no dataset.
     """
+    from bloomskip.errors import BloomskipError
 
-    sidecar: Path
-    files: int
-    rebuilt: list[str]
-    index_bytes: int
-    warnings: list[str] = dataclass_field(default_factory=list)
+    at_snapshot = version is not None or snapshot_id is not None or as_of is not None
+    if filesystem is None and table_format(path) is not None:
+        if sidecar is not None:
+            raise BloomskipError(
+                f"{os.fspath(path)}: a table's index is segmented; give index_location "
+                "(--index-location) rather than a sidecar file"
+            )
+        from bloomskip.dataset.table_dataset import TableDataset
+
+        return TableDataset(
+            path,
+            version=version,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+            index_location=index_location,
+        )
+    if at_snapshot:
+        raise BloomskipError(
+            f"{os.fspath(path)}: --version, --snapshot-id and --as-of select a snapshot of "
+            "a Delta or Iceberg table; this is not one"
+        )
+    if is_remote(path) or index_location is not None or filesystem is not None:
+        from bloomskip.dataset.lake import LakeDataset
+
+        if sidecar is not None:
+            raise BloomskipError(
+                "a sidecar file is for a local dataset; an object-store dataset's index is "
+                "given with index_location (--index-location)"
+            )
+        return LakeDataset(path, index_location=index_location, filesystem=filesystem)
+    return FolderDataset(path, sidecar)
 
 
 class Dataset(FrameConversions):
-    """A folder, glob or file of Parquet or Arrow IPC files with a sidecar skip index.
+    """Parquet (or Arrow IPC) files with a ClickHouse skip index: build it, prune, query.
 
     Args:
-        path: A Parquet or Arrow IPC file, a directory or a glob of them, all of one format
-            (an IPC file's record batches are its row groups), also as a ``file://`` URI. An
-            object-store prefix (``s3://``, ``gs://``, ``abfs://``) gives a
-            :class:`~bloomskip.dataset.lake.LakeDataset` instead (not a ``Dataset`` subclass),
-            with the same ``build_index`` / ``explain`` / ``query`` calls and a segmented index.
-        sidecar: Where the index lives (default: :func:`default_sidecar_path`). A glob
-            without an index of its own, inside a folder that has one (``index build DIR``),
-            is served by that folder's index (:attr:`index_path`).
-        index_location: Keep a segmented index there (docs/segments.md); gives a
-            ``LakeDataset``.
-        filesystem: A pyarrow or fsspec filesystem to read the data through; gives a
-            ``LakeDataset``.
+        path: A Parquet or Arrow IPC file, a directory or a glob of them, a ``file://`` URI,
+            an object-store prefix (``s3://``, ``gs://``, ``abfs://``), a folder or prefix
+            holding a Delta table (``_delta_log/``) or an Iceberg table (``metadata/``), or
+            ``iceberg://CATALOG/NAMESPACE.TABLE``. A table's files are its snapshot's, never
+            whatever its folder holds (docs/tables.md).
+        sidecar: For local files: the sidecar index file (default:
+            :func:`~bloomskip.dataset.locate.default_sidecar_path`). A glob without an index
+            of its own, inside a folder that has one, is served by that folder's index.
+        index_location: Keep a segmented index there (docs/segments.md), e.g. a writable
+            bucket beside a read-only data bucket. The default for an object store or a table
+            is ``<path>/_bloomskip``; local files default to a sidecar.
+        filesystem: A pyarrow or fsspec filesystem to read the data through (needs
+            ``index_location``).
         version: A Delta table's version to query (default: the newest).
         snapshot_id: An Iceberg table's snapshot to query (default: the current one).
         as_of: An ISO-8601 timestamp: query the table's newest snapshot at or before it.
 
-    A folder holding ``_delta_log/`` (a Delta table) or Iceberg ``metadata/``, and
-    ``iceberg://CATALOG/NAMESPACE.TABLE``, give a
-    :class:`~bloomskip.dataset.table_dataset.TableDataset`: its files are the snapshot's, never
-    whatever the folder holds (docs/tables.md).
-
     Raises:
-        BloomskipError: The dataset holds no file, a file is not Parquet / an Arrow IPC file,
-            or it mixes the two.
+        BloomskipError: The location holds no dataset, a file is not Parquet / Arrow IPC, or
+            the arguments do not fit the location.
+        StorageError: An object store cannot be reached or configured.
 
-    A ``Dataset`` caches the decoded index between queries; use one per thread. Every call
-    (``explain``, ``query``, ``build_index``, ``status``, ``schema`` ...) lists the files again,
-    so it sees the dataset as it is then: a file added, removed or rewritten since the last call
-    is read, dropped or scanned afresh, and a build indexes it. Only new or changed files are
-    opened to tell their format.
+    The same calls work on every location and return the same types; what differs is held in
+    :attr:`backend`, the object that lists the files and keeps the index. A ``Dataset`` keeps
+    the decoded index between calls (use one per thread), and every call lists the files
+    again, so it sees the dataset as it is then.
 
     Example:
         >>> ds = Dataset("logs/")  # doctest: +SKIP
         >>> ds.build_index(["user_id TYPE bloom_filter(0.01)", "msg TYPE tokenbf_v1(8192, 3, 0)"])
-        >>> ds.query("hasToken(msg, 'timeout') AND user_id = 42").num_rows
+        ... # doctest: +SKIP
+        >>> ds.query("hasToken(msg, 'timeout') AND user_id = 42").num_rows  # doctest: +SKIP
         3
     """
-
-    def __new__(
-        cls,
-        path: str | os.PathLike,
-        sidecar: str | os.PathLike | None = None,
-        *,
-        index_location: str | os.PathLike | None = None,
-        filesystem=None,
-        version: int | None = None,
-        snapshot_id: int | None = None,
-        as_of: str | None = None,
-    ):
-        # A Delta or Iceberg table, object storage, or an index kept elsewhere is served by the
-        # segmented index: the same explain / query / build_index calls, on a LakeDataset.
-        from bloomskip.errors import BloomskipError
-
-        at_snapshot = version is not None or snapshot_id is not None or as_of is not None
-        if filesystem is None and table_format(path) is not None:
-            if sidecar is not None:
-                raise BloomskipError(
-                    f"{os.fspath(path)}: a table's index is segmented; give index_location "
-                    "(--index-location) rather than a sidecar file"
-                )
-            from bloomskip.dataset.table_dataset import TableDataset
-
-            return TableDataset(
-                path,
-                version=version,
-                snapshot_id=snapshot_id,
-                as_of=as_of,
-                index_location=index_location,
-            )
-        if at_snapshot:
-            raise BloomskipError(
-                f"{os.fspath(path)}: --version, --snapshot-id and --as-of select a snapshot of "
-                "a Delta or Iceberg table; this is not one"
-            )
-        if is_remote(path) or index_location is not None or filesystem is not None:
-            from bloomskip.dataset.lake import LakeDataset
-
-            if sidecar is not None:
-                raise BloomskipError(
-                    "a sidecar file is for a local dataset; an object-store dataset's index is "
-                    "given with index_location (--index-location)"
-                )
-            return LakeDataset(path, index_location=index_location, filesystem=filesystem)
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -179,333 +141,50 @@ class Dataset(FrameConversions):
         snapshot_id: int | None = None,
         as_of: str | None = None,
     ) -> None:
-        path = local_path(path)
+        #: The location as given.
         self.path = os.fspath(path)
-        self._own_sidecar = sidecar is not None
-        self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
-        # The sniffed format of each listed file, by (path, size, mtime_ns): a new listing
-        # opens only the files that are new or changed.
-        self._formats: dict = {}
-        # Derived from the files and the sidecar, and dropped whole when the stat of any of
-        # them changes: a reused Dataset answers from memory but never from a stale state.
-        self._cache = DatasetCache()
-        self._relist()
+        #: What lists the files and keeps the index: a ``FolderDataset`` (local files, a
+        #: sidecar), ``LakeDataset`` (segments) or ``TableDataset`` (a table's snapshot).
+        self.backend: Backend = open_backend(
+            path,
+            sidecar,
+            index_location=index_location,
+            filesystem=filesystem,
+            version=version,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+        )
 
-    def _relist(self) -> None:
-        """List the dataset's files as they are now (every public call starts with this).
+    def __getattr__(self, name: str):  # noqa: ANN204
+        # What only one kind of location has (a sidecar's ``files`` and ``load_sidecar``, a
+        # segmented index's ``log`` and ``latest_manifest``) is its backend's, reachable here
+        # as it was before every location was one type.
+        if name.startswith("__") or name == "backend":
+            raise AttributeError(name)
+        return getattr(self.backend, name)
 
-        Sets :attr:`root`, :attr:`files` and :attr:`index_folder`; the cache then sees the new
-        listing through the files' ``stat`` and drops what no longer holds.
-
-        Raises:
-            BloomskipError: The dataset holds no file, or files of two formats.
-        """
-        self.root, self.files = discover(self.path, self._formats)
-        #: The indexed folder whose index serves this glob while it has none of its own.
-        self.index_folder = None
-        if not self._own_sidecar and is_glob(self.path) and not Path(self.path).exists():
-            self.index_folder = indexed_folder(self.root)
-
-    def _current(self) -> None:
-        """List the files again and drop what the cache derived from any that changed."""
-        self._relist()
-        self._cache.refresh(self.files, self._index_in_use()[0])
+    def __repr__(self) -> str:
+        return f"Dataset({self.path!r}, index at {self.index_location!r})"
 
     @property
-    def index_path(self) -> Path:
-        """The sidecar queries read: :attr:`sidecar_path`, or, for a glob with no index of its
-        own inside an indexed folder, that folder's ``_bloomskip.index``.
+    def segmented(self) -> bool:
+        """Whether the index is segmented (a manifest log and segments, docs/segments.md)
+        rather than one sidecar file."""
+        return not isinstance(self.backend, FolderDataset)
 
-        The folder's index names files relative to the folder; files the glob matches that it
-        does not name, or that changed since it was built, are scanned, as for any index.
-        Building (:meth:`build_index`) always writes :attr:`sidecar_path`, which from then on
-        is the glob's index. The indexed folder (:attr:`index_folder`) is looked for when the
-        ``Dataset`` is made, as its files are listed then; its index is re-read whenever it
-        changes.
-
-        Example:
-            >>> Dataset("logs/part-1*.parquet").index_path  # doctest: +SKIP
-            PosixPath('logs/_bloomskip.index')
-        """
-        return self._index_in_use()[0]
-
-    def _index_in_use(self) -> tuple[Path, Path]:
-        """``(sidecar read, the directory it names files relative to)``."""
-        if self.index_folder is not None and not self.sidecar_path.exists():
-            folder_index = self.index_folder / DIRECTORY_SIDECAR
-            if folder_index.exists():
-                return folder_index, self.index_folder
-        return self.sidecar_path, self.root
-
-    def _borrowed(self) -> bool:
-        """Whether the index read is an indexed folder's, not this dataset's own."""
-        return self._index_in_use()[0] != self.sidecar_path
-
-    def duckdb_connection(self):
-        """The DuckDB connection :meth:`query` runs on (created on first use, then reused).
-
-        It caches Parquet footers (``parquet_metadata_cache``), so a repeated query does not
-        parse them again. DuckDB re-validates that cache only by modification time in seconds,
-        so the connection is replaced whenever a file of the dataset (or its sidecar) changes
-        (its ``stat``).
-        """
-        cache = self._cache
-        cache.refresh(self.files, self.index_path)
-        if cache.connection is None:
-            pending, cache.pending = cache.pending, None
-            # A connection opened ahead (see query) is new: it has cached no footer yet.
-            cache.connection = pending.result() if pending is not None else _new_connection()
-        return cache.connection
+    @property
+    def index_location(self) -> str:
+        """Where the index queries read lives: the sidecar file, or the segmented index's
+        folder or prefix."""
+        backend = self.backend
+        if isinstance(backend, FolderDataset):
+            return str(backend.index_path)
+        return backend.index_location
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset's Arrow schema: every file's columns by name, in order of first
-        appearance, each with its type in the first file that has it (read once).
-
-        Files may differ (a later file adds a column, another stores it with another type):
-        queries then see the one schema DuckDB's ``union_by_name`` scan gives the whole
-        dataset (:meth:`scan_schema`), and an index over a column whose type differs between
-        files is refused (:meth:`schema_conflicts`).
-
-        Raises:
-            FormatError: A file's footer cannot be read.
-        """
-        self._current()
-        return self._schema()
-
-    def _schema(self) -> pa.Schema:
-        import pyarrow as pa
-
-        from bloomskip.dataset.hive import partitioning
-        from bloomskip.dataset.vocabulary import relative_to
-
-        if self._cache.schema is None:
-            fields: dict[str, pa.Field] = {}
-            for schema in self._file_schemas():
-                for field in schema:
-                    fields.setdefault(field.name, field)
-            # The columns of key=value folders follow the files' own (dataset/hive.py).
-            self._cache.partitioning = partitioning(
-                [str(source.path) for source in self.files],
-                {name: field.type for name, field in fields.items()},
-                [relative_to(source.path, self.root) for source in self.files],
-            )
-            self._cache.schema = pa.schema(
-                list(fields.values()) + list(self._cache.partitioning.fields)
-            )
-        return self._cache.schema
-
-    def _partitioning(self):
-        """The partition columns of the files' ``key=value`` folders and their values."""
-        from bloomskip.dataset.hive import Partitioning, path_partitions
-
-        if self._cache.partitioning is None and not path_partitions(str(self.files[0].path)):
-            return Partitioning((), {}, {})  # no partition folder: no footer is read for it
-        self._schema()
-        return self._cache.partitioning
-
-    def file_schemas(self) -> list[pa.Schema]:
-        """The Arrow schema of each file, in dataset order (footers read once).
-
-        Returns:
-            One ``pyarrow.Schema`` per file of :attr:`files`.
-
-        Raises:
-            FormatError: A file's footer cannot be read.
-
-        Example:
-            >>> [s.names for s in Dataset("logs/").file_schemas()]  # doctest: +SKIP
-            [['user_id', 'message'], ['user_id', 'message', 'extra']]
-        """
-        self._current()
-        return self._file_schemas()
-
-    def _file_schemas(self) -> list[pa.Schema]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from bloomskip.errors import FormatError
-
-        cache = self._cache
-        if cache.file_schemas is None:
-            schemas = []
-            stored = []  # the Parquet schemas: physical and logical types
-            for source in self.files:
-                try:
-                    if source.format == "parquet":
-                        with pq.ParquetFile(source.path) as parquet:
-                            schemas.append(parquet.schema_arrow)
-                            stored.append(parquet.schema)
-                    else:
-                        with pa.memory_map(str(source.path)) as handle:
-                            schemas.append(pa.ipc.open_file(handle).schema)
-                except (pa.ArrowException, OSError) as exc:
-                    raise FormatError(
-                        f"cannot read the schema: {exc}", field="footer", source=str(source.path)
-                    ) from exc
-            # Equal Arrow schemas can hide types DuckDB reads differently (an INT96 and an
-            # INT64 nanosecond timestamp are both timestamp[ns] to Arrow, TIMESTAMP and
-            # TIMESTAMP_NS to DuckDB): the files agree only if their Parquet schemas do too.
-            cache.uniform = all(schema.equals(schemas[0]) for schema in schemas[1:]) and all(
-                schema.equals(stored[0]) for schema in stored[1:]
-            )
-            cache.file_schemas = schemas
-        return cache.file_schemas
-
-    def uniform(self) -> bool:
-        """Whether every file has the same schema: Arrow's (names, order and types) and the
-        Parquet one it is read from (physical and logical types).
-
-        Returns:
-            True when the files agree; queries then read them without a ``union_by_name``
-            reader over all of them.
-
-        Raises:
-            FormatError: A file's footer cannot be read.
-
-        Example:
-            >>> Dataset("logs/").uniform()  # doctest: +SKIP
-            True
-        """
-        self._current()
-        return self._uniform()
-
-    def _uniform(self) -> bool:
-        self._file_schemas()
-        return self._cache.uniform
-
-    def schema_conflicts(self) -> dict[str, str]:
-        """Columns whose type differs between files, each with a description naming them.
-
-        Types are compared as an index hashes them (their ClickHouse types, LowCardinality
-        aside): a dictionary-encoded and a plain string column agree.
-
-        Returns:
-            ``{column: "a.parquet: int64, b.parquet: string"}``; empty when the files agree.
-
-        Raises:
-            FormatError: A file's footer cannot be read.
-
-        Example:
-            >>> Dataset("drift/").schema_conflicts()  # doctest: +SKIP
-            {'id': 'part-0.parquet: int64, part-2.parquet: string'}
-        """
-        self._current()
-        return self._schema_conflicts()
-
-    def _schema_conflicts(self) -> dict[str, str]:
-        from bloomskip.clickhouse.types import index_type_key
-        from bloomskip.dataset.vocabulary import relative_to
-
-        seen: dict[str, dict[str, str]] = {}
-        for source, schema in zip(self.files, self._file_schemas(), strict=True):
-            for field in schema:
-                seen.setdefault(field.name, {}).setdefault(
-                    index_type_key(field.type),
-                    f"{relative_to(source.path, self.root)}: {field.type}",
-                )
-        return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}
-
-    def scan_schema(self) -> pa.Schema:
-        """The schema of the rows a query returns: DuckDB's scan of the whole dataset
-        (``union_by_name``: columns by name, types widened where files differ), whichever
-        row groups the index keeps.
-
-        Returns:
-            The ``pyarrow.Schema`` of every query's result (before ``columns`` selects).
-
-        Raises:
-            BloomskipError: DuckDB cannot read the files together.
-
-        Example:
-            >>> Dataset("drift/").scan_schema().field("id").type  # doctest: +SKIP
-            DataType(string)
-        """
-        self._current()
-        return self._scan_schema(self.duckdb_connection())
-
-    def _scan_schema(self, connection) -> pa.Schema:
-        import duckdb
-        import pyarrow as pa
-
-        from bloomskip.dataset.query import aliased_scan_source, full_scan_source
-        from bloomskip.dataset.translate import duckdb_aliases
-        from bloomskip.dataset.vocabulary import relative_to
-        from bloomskip.errors import BloomskipError
-
-        cache = self._cache
-        if cache.scan_schema is None:
-            if all(source.format == "parquet" for source in self.files):
-                aliases = duckdb_aliases(self._schema().names)
-                source = (
-                    aliased_scan_source(self.files, self._file_schemas(), aliases)
-                    if aliases
-                    else full_scan_source(self.files)
-                )
-                try:
-                    scanned = (
-                        connection.cursor()
-                        .sql(f"SELECT * FROM {source} LIMIT 0")
-                        .to_arrow_table()
-                        .schema
-                    )
-                except duckdb.Error as exc:
-                    raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
-                names = {alias: name for name, alias in aliases}
-                cache.scan_schema = pa.schema(
-                    [field.with_name(names.get(field.name, field.name)) for field in scanned]
-                    + list(self._partitioning().fields)
-                )
-            else:
-                schemas = self._file_schemas()
-                differs = [n for n, schema in enumerate(schemas) if not schema.equals(schemas[0])]
-                if differs:
-                    # An IPC file is read by its Arrow schema, as stored: there is no reading of
-                    # two different schemas as one that a query could be checked against.
-                    first, other = self.files[0].path, self.files[differs[0]].path
-                    raise BloomskipError(
-                        f"the Arrow IPC files of one dataset must share one schema: "
-                        f"{relative_to(first, self.root)} has {_schema_text(schemas[0])}, "
-                        f"{relative_to(other, self.root)} has {_schema_text(schemas[differs[0]])}"
-                    )
-                cache.scan_schema = self._schema()
-        return cache.scan_schema
-
-    def load_sidecar(self) -> Sidecar | None:
-        """Return the sidecar, or None when there is none.
-
-        The verified sidecar is kept, and read again only when its ``stat`` (or that of a file
-        of the dataset) changes.
-
-        Returns:
-            The sidecar, or None.
-
-        Raises:
-            FormatError: The sidecar exists but is corrupt or cannot be read (callers then
-                scan or rebuild, as for any unusable index).
-
-        Example:
-            >>> Dataset("logs/").load_sidecar().granule  # doctest: +SKIP
-            'row-group'
-        """
-        return self._load_index(self._index_in_use()[0])
-
-    def _load_index(self, path: Path) -> Sidecar | None:
-        from bloomskip.dataset.sidecar import read_sidecar
-        from bloomskip.errors import FormatError
-
-        cache = self._cache
-        cache.refresh(self.files, path)
-        if cache.state is not None and cache.state[1] is None:
-            return None  # no sidecar file
-        if cache.sidecar is None:
-            try:
-                cache.sidecar = read_sidecar(path)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            except OSError as exc:
-                raise FormatError(f"cannot read the index: {exc}", source=str(path)) from exc
-        return cache.sidecar
+        """The dataset's Arrow schema: every file's columns (and partition columns)."""
+        return self.backend.schema
 
     def build_index(
         self,
@@ -516,281 +195,77 @@ class Dataset(FrameConversions):
         progress: bool | None = None,
         jobs: int | None = None,
         client=None,
-    ) -> BuildReport:
-        """Build or refresh the sidecar index, re-indexing only new or changed files.
+    ) -> BuildReport | LakeBuildReport:
+        """Build or refresh the index, indexing only new or changed files.
 
         Args:
             indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``,
-                added to the sidecar's own (see :func:`~bloomskip.dataset.build.merge_indexes`;
-                only the new ones are computed for files already indexed). None or empty:
-                refresh the existing definitions.
+                added to the index's own (see :func:`~bloomskip.dataset.build.merge_indexes`);
+                None or empty: refresh the existing definitions.
             granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule;
-                default: the sidecar's, else ``"row-group"``. Another granule than the
-                sidecar's rebuilds every index, so it needs ``replace``.
-            replace: Let a definition replace the sidecar's definition of the same name, and a
+                default: the index's, else ``"row-group"``. Another granule than the index's
+                rebuilds every index, so it needs ``replace``.
+            replace: Let a definition replace the index's definition of the same name, and a
                 new granule replace its granule.
             progress: Show a progress bar (default: only on a terminal).
-            jobs: Threads building granules (default: one per CPU); the sidecar is the same
+            jobs: Threads building granules (default: one per CPU); the index is the same
                 bytes for any count.
-            client: A ``distributed.Client``: a build on Dask writes a segmented index, so it
-                needs ``index_location`` (a ``LakeDataset``); here it is refused.
+            client: A ``distributed.Client`` whose workers build a segmented index.
 
         Returns:
-            A :class:`BuildReport`.
+            A :class:`~bloomskip.dataset.folder.BuildReport` (sidecar) or a
+            :class:`~bloomskip.dataset.lake.LakeBuildReport` (segments: also the version
+            committed and the bytes written).
 
         Raises:
-            BloomskipError: Bad definitions, no definitions and no sidecar, a definition or
-                granule that differs from the sidecar's without ``replace``, data the engine
-                cannot hash, or a sidecar location that cannot be written.
+            BloomskipError: Bad definitions, no definitions and no index, a definition or
+                granule that differs from the index's without ``replace``, data the engine
+                cannot hash, a Dask client for a sidecar, or an index that cannot be written.
+            CommitConflictError: Another build of a segmented index changed the same index.
 
-        Two builds of one sidecar at once take turns (a lock on its folder): the second
-        starts from what the first wrote, so neither loses the other's indexes.
+        Two builds at once take turns; neither loses the other's indexes.
 
         Example:
             >>> Dataset("logs/").build_index(["msg TYPE tokenbf_v1(8192, 3, 0)"]).rebuilt
+            ... # doctest: +SKIP
             ['part-0.parquet', 'part-1.parquet']
         """
-        from bloomskip.dataset.build import build_lock
-
-        with build_lock(self.sidecar_path):
-            return self._build_locked(indexes, granule, replace, progress, jobs, client)
-
-    def _build_locked(self, indexes, granule, replace, progress, jobs, client) -> BuildReport:
-        from bloomskip.dataset.build import (
-            build_sidecar,
-            merge_indexes,
-            never_used_warnings,
-            prepare_index,
-            resolve_granule,
-        )
-        from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
-        from bloomskip.errors import BloomskipError, FormatError
-
-        self._current()
-        borrowed = self._index_in_use()[0] if self._borrowed() else None
-        try:
-            # A glob served by its folder's index gets an index of its own: the folder's names
-            # other files too, which this build does not see.
-            previous = self._load_index(self.sidecar_path)
-        except FormatError as exc:
-            if not indexes:
-                raise BloomskipError(
-                    f"the index {self.sidecar_path} is corrupt ({exc}); give its --index "
-                    "definitions to build it again"
-                ) from exc
-            previous = None  # a corrupt sidecar is rebuilt from the definitions given
-        schema = self._schema()
-        conflicts = self._schema_conflicts()
-        if indexes is None or len(indexes) == 0:
-            if previous is None and borrowed is not None:
-                raise BloomskipError(
-                    f"{self.path}: its files are indexed by the folder's index {borrowed}; "
-                    f"refresh that (bloomskip index build {self.index_folder}), or give --index "
-                    "definitions for an index of this glob alone"
-                )
-            if previous is None:
-                raise BloomskipError("no --index given and no existing index to refresh")
-            indexes = ()
-        existing = [
-            prepare_index(spec.definition, schema, dict(spec.column_types), conflicts)
-            for spec in (previous.indexes if previous is not None else ())
-        ]
-        requested = [prepare_index(text, schema, None, conflicts) for text in indexes]
-        prepared = merge_indexes(existing, requested, replace)
-        for item in prepared:
-            self._partitioning().check_index(item.spec.definition, item.columns)
-        granule = resolve_granule(granule, previous.granule if previous else None, replace)
-        if client is not None:
-            raise BloomskipError(
-                "a build on Dask writes a segmented index: give the dataset an index_location "
-                "(--index-location), or an object-store URI"
-            )
-        sidecar, rebuilt = build_sidecar(
-            self.files, self.root, prepared, granule, previous, progress, jobs
-        )
-        if (
-            rebuilt
-            or previous is None
-            or list(previous.indexes) != [item.spec for item in prepared]
-            or previous.format_version != FORMAT_VERSION  # upgraded to the current format
-            or len(previous.files) != len(sidecar.files)
-        ):
-            try:
-                write_sidecar(sidecar, self.sidecar_path)
-            except OSError as exc:
-                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
-        warnings = [warning for item in prepared for warning in never_used_warnings(item)]
-        if borrowed is not None:
-            warnings.append(
-                f"{self.path} was served by the folder's index {borrowed}; it now has its own "
-                f"index {self.sidecar_path}, which serves it instead (its definitions only)"
-            )
-        return BuildReport(
-            self.sidecar_path,
-            len(self.files),
-            rebuilt,
-            self.sidecar_path.stat().st_size,
-            warnings,
+        return self.backend.build_index(
+            indexes,
+            granule=granule,
+            replace=replace,
+            progress=progress,
+            jobs=jobs,
+            client=client,
         )
 
-    def status(self) -> dict:
-        """The sidecar's state: definitions, files indexed, stale and missing files, bytes.
+    def explain(self, where: str, *, describe_data: bool = False) -> Explanation:
+        """Decide which row groups may hold rows matching ``where``, and why (no data read).
 
-        Returns:
-            A JSON-ready dict with the fields of ``LakeDataset.status`` that a sidecar has
-            (``bloomskip index status --json``): ``index``, ``granule``, ``files``,
-            ``files_indexed``, ``stale``, ``missing``, ``not_indexed``, ``indexes`` (each with
-            its ``definition`` and ``bytes``), ``index_bytes``.
-
-        Raises:
-            FormatError: The sidecar is corrupt (named, with the field).
-        """
-        from bloomskip.dataset.prune import CHANGED, file_states
-        from bloomskip.dataset.sidecar import SectionPayloads
-
-        self._current()
-        path, root = self._index_in_use()
-        sidecar = self._load_index(path)
-        states = file_states(self.files, root, sidecar)
-        present = {state.relative_path for state in states}
-        entries = sidecar.files if sidecar is not None else {}
-        if path != self.sidecar_path:
-            # A folder's index names the folder's other files too: missing are those the glob
-            # would match.
-            entries = {
-                name: entry for name, entry in entries.items() if self._glob_covers(root / name)
-            }
-
-        def section_bytes(entry, number: int) -> int:
-            if isinstance(entry.payloads, SectionPayloads):
-                return entry.payloads.span(number)[2]
-            return len(entry.payloads[number])
-
-        return {
-            "index": str(path),
-            "version": None,
-            "granule": sidecar.granule if sidecar is not None else None,
-            "files": len(states),
-            "files_indexed": sum(state.entry is not None for state in states),
-            "stale": sorted(s.relative_path for s in states if s.status == CHANGED),
-            "missing": sorted(name for name in entries if name not in present),
-            "not_indexed": sorted(
-                s.relative_path for s in states if s.entry is None and s.status != CHANGED
-            ),
-            "indexes": [
-                {
-                    "definition": spec.definition,
-                    "bytes": sum(section_bytes(entry, number) for entry in entries.values()),
-                }
-                for number, spec in enumerate(sidecar.indexes if sidecar is not None else ())
-            ],
-            "index_bytes": path.stat().st_size if sidecar is not None else 0,
-        }
-
-    def _glob_covers(self, path: Path) -> bool:
-        """Whether this dataset's glob matches ``path`` (a file that may no longer exist)."""
-        fixed = glob_root(self.path)
-        pattern = Path(os.path.relpath(Path(self.path).absolute(), fixed.absolute())).parts
-        relative = Path(os.path.relpath(path, self.root)).parts
-        return ".." not in relative and _glob_matches(pattern, relative)
-
-    def drop_index(self, name: str) -> None:
-        """Remove one index from the sidecar; the others are kept as they are (no file is read).
+        A missing or damaged index, or a changed file, is not an error: the files concerned
+        are scanned, and :attr:`~bloomskip.dataset.prune.Explanation.warnings` says why.
 
         Args:
-            name: The index's name (``INDEX name …``; a definition without one is named by its
-                expression).
-
-        Raises:
-            BloomskipError: No sidecar, or no index of that name (the names are listed).
-        """
-        from bloomskip.dataset.build import build_lock, index_number, select_indexes
-        from bloomskip.dataset.sidecar import Sidecar, write_sidecar
-        from bloomskip.errors import BloomskipError
-
-        if self._borrowed():
-            raise BloomskipError(
-                f"{self.path} has no index of its own (it reads the folder's index "
-                f"{self.index_path}): drop from that with bloomskip index drop "
-                f"{self.index_folder} {name}"
-            )
-        with build_lock(self.sidecar_path):
-            sidecar = self.load_sidecar()
-            if sidecar is None:
-                raise BloomskipError(f"no index at {self.sidecar_path}")
-            number = index_number(sidecar.indexes, name)
-            kept = [n for n in range(len(sidecar.indexes)) if n != number]
-            files = {path: select_indexes(entry, kept) for path, entry in sidecar.files.items()}
-            indexes = [spec for n, spec in enumerate(sidecar.indexes) if n != number]
-            try:
-                write_sidecar(Sidecar(sidecar.granule, indexes, files), self.sidecar_path)
-            except OSError as exc:
-                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
-
-    def explain(self, where: str) -> Explanation:
-        """Prune: which row groups may hold rows matching ``where``, and why.
-
-        A missing or corrupt sidecar, or a changed file, is not an error: the affected files
-        are scanned, and :attr:`Explanation.warnings` says why.
-
-        Args:
-            where: ClickHouse WHERE expression.
+            where: A ClickHouse WHERE expression.
+            describe_data: Also read the footers of the files that keep row groups, so that
+                the decision knows the bytes a query would read (``--explain``).
 
         Returns:
-            An :class:`~bloomskip.dataset.prune.Explanation`: per file, per index, and any
-            warnings; :meth:`~bloomskip.dataset.prune.Explanation.row_groups` lists the
-            surviving ``(file, row_group)`` pairs and
-            :meth:`~bloomskip.dataset.prune.Explanation.to_dataset` exposes them as a
-            ``pyarrow.dataset.Dataset`` (for DuckDB or Polars).
+            An :class:`~bloomskip.dataset.prune.Explanation`: per file and index what was
+            kept, the warnings, and the access plan
+            (:meth:`~bloomskip.dataset.prune.Explanation.row_groups`,
+            :meth:`~bloomskip.dataset.prune.Explanation.to_dataset`).
 
         Raises:
             UnsupportedPredicateError: The WHERE cannot be parsed.
             BloomskipError: A file of the dataset cannot be read.
+            StorageError: An object store cannot be listed.
 
         Example:
             >>> Dataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
             [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
-        from bloomskip.dataset.prune import CHANGED, file_states, prune
-        from bloomskip.dataset.translate import check_where
-        from bloomskip.errors import BloomskipError, FormatError
-
-        check_where(where)  # a malformed WHERE is the user's error, reported before any work
-        self._current()
-        cache = self._cache
-        warnings = []
-        path, root = self._index_in_use()
-        try:
-            sidecar = self._load_index(path)
-        except FormatError as exc:
-            sidecar = None
-            warnings.append(f"index ignored, scanning every file: {exc}")
-        if sidecar is None and not warnings:
-            warnings.append(f"no index at {path}: scanning every file")
-        elif sidecar is not None and path != self.sidecar_path:
-            warnings.append(f"{self.path} has no index of its own: using the folder's index {path}")
-        try:
-            states = file_states(self.files, root, sidecar, cache.layouts, cache.identities)
-        except OSError as exc:
-            raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
-        result = prune(where, states, sidecar, cache.engines, cache.conditions)
-        for state in states:
-            if sidecar is not None and state.entry is None:
-                verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
-                warnings.append(f"{state.relative_path}: {verb}; scanning it")
-        result.warnings = warnings + result.warnings
-        result.schema_source = self._handoff_schema
-        result.table_files = self._partitioning().table_files()
-        return result
-
-    def _handoff_schema(self) -> pa.Schema:
-        """The schema of :meth:`Explanation.to_dataset`."""
-        # The files' own schema when they agree: nothing to cast, dictionaries stay. Otherwise
-        # that of the whole dataset's scan, as in every query: a column's type in the first
-        # file may not hold another file's values (int32 and int64, int64 and string).
-        if self._uniform() and not self._partitioning():
-            return self._schema()
-        return self._scan_schema(self.duckdb_connection())
+        return self.backend.explain(where, describe_data=describe_data)
 
     def query(
         self,
@@ -798,84 +273,138 @@ class Dataset(FrameConversions):
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
     ) -> pa.Table:
-        """Return the rows matching ``where``, reading only the surviving row groups.
+        """Return the rows matching ``where``, reading only the row groups the index keeps.
 
         Args:
             where: ClickHouse WHERE expression (hasToken, startsWith, LIKE, IN, has, ...).
-            columns: Columns to return; all when None.
+            columns: Columns to return, or a select list as one string; all when None.
             limit: At most this many rows.
 
         Returns:
             A ``pyarrow.Table`` holding exactly the rows ClickHouse returns for ``where`` over
-            the same files (docs/queries.md), with the columns of :meth:`scan_schema`.
+            the same files (docs/queries.md); for a table, its deleted rows dropped and its
+            partition values filled.
 
         Raises:
             UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
+            StaleSourceError: Files kept changing while the query read them.
 
         Example:
             >>> Dataset("logs/").query("user_id = 42", ["message"]).num_rows  # doctest: +SKIP
             12
         """
-        names = list(columns) if columns is not None and not isinstance(columns, str) else columns
-        cache = self._cache
-        if cache.connection is None and cache.pending is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            # Opening DuckDB takes ~10-15 ms and releases the GIL: do it while pruning.
-            opener = ThreadPoolExecutor(max_workers=1)
-            cache.pending = opener.submit(_new_connection)
-            opener.shutdown(wait=False)
-        result = self.explain(where)
-        return self.run(result, where, names, limit)
+        return self.backend.query(where, columns, limit)
 
     def run(
         self,
-        result: Explanation,
+        explanation: Explanation,
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
     ) -> pa.Table:
-        """Evaluate ``where`` exactly over the row groups a pruning result keeps.
+        """Evaluate ``where`` exactly over what a decision (:meth:`explain`) keeps.
 
-        A file rewritten since ``result`` was made (or while it is read) is never read with
-        the row groups ``result`` chose for its old version: the query is then decided and
-        read again, from the files as they are (docs/queries.md).
+        A file rewritten since the decision is never read with the row groups chosen for its
+        old version: the query is decided and read again (docs/queries.md).
 
         Args:
-            result: From :meth:`explain` with the same ``where``.
+            explanation: From :meth:`explain` with the same ``where``.
             where: ClickHouse WHERE expression.
-            columns: Column names, or ClickHouse expressions as one comma-separated string.
+            columns: Columns, or a select list as one string; all when None.
             limit: At most this many rows.
 
         Returns:
-            A ``pyarrow.Table`` with the columns and types of :meth:`scan_schema`.
+            A ``pyarrow.Table``, as :meth:`query` returns it.
 
         Raises:
             UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
             StaleSourceError: A file it read changed during each of three attempts.
-
-        Example:
-            >>> ds.run(ds.explain("user_id = 42"), "user_id = 42").num_rows  # doctest: +SKIP
-            12
         """
-        from bloomskip.dataset.prune import changed_on_disk, read_consistently
-        from bloomskip.dataset.query import run_query
+        return self.backend.run(explanation, where, columns, limit)
 
-        def read(decision: Explanation) -> pa.Table:
-            connection = self.duckdb_connection()
-            return run_query(
-                decision,
-                self._schema(),
-                where,
-                columns,
-                limit,
-                connection,
-                self._cache.empty_results,
-                scan_schema=self._scan_schema(connection),
-                uniform=self._uniform(),
-                table_files=self._partitioning().table_files(),
+    def status(self) -> dict:
+        """The index's state: definitions, granule, files indexed, stale, missing, bytes.
+
+        Returns:
+            A JSON-ready dict (``bloomskip index status --json``): ``index``, ``version``
+            (None for a sidecar), ``granule``, ``files``, ``files_indexed``, ``stale``,
+            ``missing``, ``not_indexed``, ``indexes`` (each with ``definition`` and
+            ``bytes``); a segmented index adds its segments and unreadable versions, a sidecar
+            its ``index_bytes``.
+
+        Raises:
+            FormatError: A sidecar is corrupt (named, with the field).
+        """
+        return self.backend.status()
+
+    def index_states(self) -> tuple[list, Sidecar | None]:
+        """Every file's state with all its index sections read, and the index's definitions:
+        what ``index status --plot`` draws; ``([], None)`` when there is no index.
+
+        Raises:
+            FormatError: The index is corrupt.
+        """
+        return self.backend.index_states()
+
+    def drop_index(self, name: str) -> None:
+        """Remove one index; the others are kept as they are (no data file is read).
+
+        Args:
+            name: The index's name (``INDEX name …``; a definition without one is named by its
+                expression).
+
+        Raises:
+            BloomskipError: No index, or none of that name (the names are listed).
+        """
+        self.backend.drop_index(name)
+
+    def drop(self) -> int:
+        """Delete the whole index; returns the number of files or objects deleted.
+
+        Raises:
+            BloomskipError: There is no index of this dataset's own to delete.
+        """
+        return self.backend.drop()
+
+    def compact(self) -> LakeBuildReport | None:
+        """Merge a segmented index's small segments (see ``LakeDataset.compact``).
+
+        Returns:
+            The commit's report, or None when fewer than two segments are small.
+
+        Raises:
+            BloomskipError: The index is a sidecar (one file: nothing to compact).
+        """
+        return self._segmented_backend("compact").compact()
+
+    def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
+        """Delete a segmented index's old versions and unreferenced segments.
+
+        Args:
+            keep_versions: The newest versions kept.
+            min_age_seconds: Objects younger than this are kept (a build may be writing them).
+
+        Returns:
+            The keys deleted.
+
+        Raises:
+            BloomskipError: The index is a sidecar (one file: nothing to vacuum).
+        """
+        return self._segmented_backend("vacuum").vacuum(keep_versions, min_age_seconds)
+
+    def _segmented_backend(self, verb: str) -> LakeDataset:
+        from bloomskip.errors import BloomskipError
+
+        if not self.segmented:
+            raise BloomskipError(
+                f"{self.path}: {verb} works on a segmented index: give --index-location "
+                "(index_location in Python) for a local dataset; its sidecar index is one file"
             )
+        return self.backend
 
-        return read_consistently(
-            result, where, read, changed_on_disk, self.explain, check_first=True
-        )
+    def duckdb_connection(self):
+        """The DuckDB connection queries run on (created on first use, then reused)."""
+        return self.backend.duckdb_connection()
+
+
+__all__ = ["BuildReport", "Dataset", "open_backend"]

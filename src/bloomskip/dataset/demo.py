@@ -294,7 +294,7 @@ def _run_demo(target: Path, rows: int) -> list[dict]:
     for definition in DEMO_INDEXES:  # decode each index once, as a long-lived process would
         dataset.explain(f"{definition.split()[0]} = '0'")
     print(f"index loaded in {(time.perf_counter() - load_started) * 1000:.0f} ms")
-    sample = pq.ParquetFile(dataset.files[-1].path).read_row_group(0, columns=["user_id"])
+    sample = pq.ParquetFile(dataset.backend.files[-1].path).read_row_group(0, columns=["user_id"])
     present = int(sample.column(0)[123].as_py())
     queries = [
         ("point lookup (present)", f"user_id = {present}"),
@@ -302,7 +302,7 @@ def _run_demo(target: Path, rows: int) -> list[dict]:
         ("point lookup (absent)", f"user_id = {ABSENT_USER_ID}"),
         ("token search", f"hasToken(message, '{RARE_TOKEN}')"),
     ]
-    files_sql = ", ".join("'" + str(f.path).replace("'", "''") + "'" for f in dataset.files)
+    files_sql = ", ".join("'" + str(f.path).replace("'", "''") + "'" for f in dataset.backend.files)
     results = []
     for label, where in queries:
         ours, table = _median_time(lambda w=where: dataset.query(w))

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
-from bloomskip.dataset.frames import FrameConversions
 from bloomskip.dataset.manifest import (
     Change,
     IndexLog,
@@ -119,7 +118,7 @@ class LakeBuildReport:
     migrated: list[str] = field(default_factory=list)
 
 
-class LakeDataset(FrameConversions):
+class LakeDataset:
     """Parquet objects under a prefix, with a segmented skip index.
 
     Args:

@@ -13,7 +13,7 @@ The decision is an :class:`Explanation`: per index what it skipped, the survivin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -329,6 +329,7 @@ def file_states(
     sidecar: Sidecar | None,
     layouts: dict | None = None,
     identities: IdentityCache | None = None,
+    keys: Sequence[tuple[int, ...]] | None = None,
 ) -> list[FileState]:
     """Match each dataset file with its sidecar entry, if that entry is still valid.
 
@@ -338,6 +339,7 @@ def file_states(
         sidecar: The loaded sidecar, or None.
         layouts: Reused across calls: layouts keyed by file and identity.
         identities: Reused across calls: footer hashes, re-read when a file's ``stat`` changes.
+        keys: Each file's ``stat_key`` as the listing took it (None: each file is stat-ed).
 
     Returns:
         One :class:`FileState` per file. An entry is valid when the file's size, modification
@@ -350,9 +352,9 @@ def file_states(
     if len(layouts) > 4 * len(files) + 64:
         layouts.clear()  # entries of files that changed since; rebuilt on demand
     states = []
-    for source in files:
+    for number, source in enumerate(files):
         relative = relative_to(source.path, root)
-        key, identity = identities.keyed(source)
+        key, identity = identities.keyed(source, keys[number] if keys is not None else None)
         if (source.path, identity) not in layouts:
             layouts[(source.path, identity)] = read_layout(source)
         layout = layouts[(source.path, identity)]
@@ -382,7 +384,6 @@ def read_consistently(
     read: Callable[[Explanation], pa.Table],
     changed: Callable[[list[FileState]], list[FileState]],
     explain: Callable[[str], Explanation],
-    check_first: bool = False,
 ) -> pa.Table:
     """Answer a query only from files that still are what its decision was made for.
 
@@ -402,8 +403,6 @@ def read_consistently(
         changed: Given the states of the files read, those whose identity differs now (a
             file gone included).
         explain: Decides again from a new listing.
-        check_first: Check also before reading, where a check costs no request (a local
-            ``stat``): a file already changed is then not read at all.
 
     Returns:
         ``read``'s answer for a decision whose files were unchanged throughout.
@@ -423,9 +422,6 @@ def read_consistently(
             for state, keep in zip(result.files, result.keep, strict=True)
             if keep.any() and state.listed is not None
         ]
-        moved = changed(read_states) if check_first else []
-        if moved:
-            continue
         try:
             table = read(result)
         except Exception:
@@ -524,13 +520,13 @@ def prune(
     """
     import numpy as np
 
-    keep = [np.ones(len(state.layout.rows), bool) for state in states]
+    keep = _all_kept(states)
     indexed = [i for i, state in enumerate(states) if state.entry is not None]
     outcomes = []
     warnings = []
     for number, spec in enumerate(sidecar.indexes if sidecar is not None else []):
         outcome = IndexOutcome(spec.definition, useful=False)
-        outcome.keep = [np.ones(len(state.layout.rows), bool) for state in states]
+        outcome.keep = _all_kept(states)
         outcomes.append(outcome)
         if not indexed:
             outcome.note = "no file is indexed"
@@ -547,6 +543,7 @@ def prune(
                 outcome.note = "not used: no readable payload section"
                 continue
             may_match = np.asarray(condition.may_match(index), bool)
+            _spread(outcome, may_match, usable, states, sidecar.granule)
         except ValueError as exc:
             # A malformed payload, or a predicate the engine cannot evaluate: keeping every
             # granule is always correct.
@@ -555,47 +552,66 @@ def prune(
             continue
         outcome.useful = True
         outcome.engine = (spec, index, usable)
-        outcome.granule_keep = _file_granule_keeps(may_match, usable, states)
-        _count(outcome, states, sidecar.granule)
-        for i, unit_keep in enumerate(outcome.keep):
-            keep[i] &= unit_keep
+        for i in usable:
+            keep[i] &= outcome.keep[i]
     granule = sidecar.granule if sidecar is not None else None
     return Explanation(states, keep, outcomes, warnings, where=where, granule=granule)
 
 
-def _file_granule_keeps(may_match, usable: list[int], states: list[FileState]) -> list:
-    """Spread an index's verdict (one per non-empty granule of its files) over each file's
-    sidecar granules; None for the files it does not cover."""
+def _all_kept(states: list[FileState]) -> list:
+    """Per file, a ``True`` per row group: views into one buffer (one allocation, not one per
+    file: a lake has many files)."""
     import numpy as np
 
-    keeps: list = [None] * len(states)
-    position = 0
-    for i in usable:
-        rows = np.asarray(states[i].entry.granule_rows, np.int64)
-        file_keep = np.zeros(len(rows), bool)
-        nonempty = np.flatnonzero(rows > 0)
-        file_keep[nonempty] = may_match[position : position + len(nonempty)]
-        position += len(nonempty)
-        keeps[i] = file_keep
-    return keeps
+    sizes = np.fromiter((len(state.layout.rows) for state in states), np.int64, len(states))
+    ends = np.cumsum(sizes)
+    buffer = np.ones(int(ends[-1]) if len(ends) else 0, bool)
+    return [
+        buffer[end - size : end] for size, end in zip(sizes.tolist(), ends.tolist(), strict=True)
+    ]
 
 
-def _count(outcome: IndexOutcome, states: list[FileState], granule: str) -> None:
-    """Fill an outcome's counts and per row group verdict from its ``granule_keep``."""
+def _spread(outcome: IndexOutcome, may_match, usable: list[int], states, granule: str) -> None:
+    """Spread an index's verdict (one per non-empty granule of the files it covers, in
+    ``usable`` order) over each file's granules and row groups, and count what it skips.
+
+    Sets ``outcome.granule_keep`` (None for the files it does not cover), ``outcome.keep``
+    for the files it covers, and its counts, with whole-array operations over all the files.
+
+    Raises:
+        ValueError: The verdict does not have one value per non-empty granule.
+    """
+    import itertools
+
     import numpy as np
 
-    outcome.keep = [np.ones(len(state.layout.rows), bool) for state in states]
-    for i, file_keep in enumerate(outcome.granule_keep):
-        if file_keep is None:
-            continue
-        rows = np.asarray(states[i].entry.granule_rows, np.int64)
-        outcome.granules += len(rows)
-        outcome.granules_skipped += int((~file_keep).sum())
-        outcome.rows_skipped += int(rows[~file_keep].sum())
+    lengths = [len(states[i].entry.granule_rows) for i in usable]
+    total = sum(lengths)
+    rows = np.fromiter(
+        itertools.chain.from_iterable(states[i].entry.granule_rows for i in usable),
+        np.int64,
+        total,
+    )
+    nonempty = rows > 0
+    if int(nonempty.sum()) != len(may_match):
+        raise ValueError(f"{len(may_match)} verdicts for {int(nonempty.sum())} non-empty granules")
+    granule_keep = np.zeros(total, bool)
+    granule_keep[nonempty] = may_match
+    outcome.granules = total
+    outcome.granules_skipped = int(total - granule_keep.sum())
+    outcome.rows_skipped = int(rows[~granule_keep].sum())
+    outcome.granule_keep = [None] * len(states)
+    start = 0
+    for i, length in zip(usable, lengths, strict=True):
+        file_keep = granule_keep[start : start + length]
+        outcome.granule_keep[i] = file_keep
         if granule == ROW_GROUP:
             outcome.keep[i] = file_keep
         else:
-            outcome.keep[i] = granules_to_units(rows, file_keep, states[i].layout.rows)
+            outcome.keep[i] = granules_to_units(
+                rows[start : start + length], file_keep, states[i].layout.rows
+            )
+        start += length
 
 
 def _condition(spec, where, condition_cache):
@@ -810,13 +826,12 @@ def atom_outcomes(
                     item.note = "this index cannot evaluate this predicate"
                     continue
                 may_match = np.asarray(condition.may_match(index), bool)
+                _spread(item, may_match, usable, result.files, result.granule)
             except ValueError as exc:
                 item.note = f"not used: {exc}"
                 continue
             item.useful = True
             item.engine = outcome.engine
-            item.granule_keep = _file_granule_keeps(may_match, usable, result.files)
-            _count(item, result.files, result.granule)
         outcomes.append(AtomOutcome(atom, per_index))
     return outcomes
 

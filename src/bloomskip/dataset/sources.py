@@ -16,7 +16,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISDIR, S_ISREG
 
 from bloomskip._sources import (
     ARROW_IPC,
@@ -116,7 +116,11 @@ def stat_key(path: str | os.PathLike) -> tuple[int, ...]:
         >>> stat_key("a.parquet")  # doctest: +SKIP
         (2049, 1311, 1234, 1764460000000000000, 1764460000000000000)
     """
-    stat = os.stat(path)
+    return key_of(os.stat(path))
+
+
+def key_of(stat: os.stat_result) -> tuple[int, ...]:
+    """The :func:`stat_key` of a ``stat`` result already taken (a listing's)."""
     return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
@@ -152,7 +156,9 @@ class IdentityCache:
         """
         return self.keyed(source)[1]
 
-    def keyed(self, source: SourceFile) -> tuple[tuple[int, ...], FileIdentity]:
+    def keyed(
+        self, source: SourceFile, key: tuple[int, ...] | None = None
+    ) -> tuple[tuple[int, ...], FileIdentity]:
         """Return the file's :func:`stat_key`, taken before anything of it is read, and its
         current identity.
 
@@ -161,6 +167,7 @@ class IdentityCache:
 
         Args:
             source: The file.
+            key: Its key as the listing took it (saves a ``stat``); None: taken now.
 
         Returns:
             ``(stat key, identity)``.
@@ -169,7 +176,7 @@ class IdentityCache:
             FormatError: The file is too short or its footer is malformed.
             OSError: The file cannot be read.
         """
-        key = stat_key(source.path)
+        key = stat_key(source.path) if key is None else key
         known = self._known.get(source.path)
         if known is not None and known[0] == key:
             return key, known[1]
@@ -372,11 +379,6 @@ def _one_format(text: str, files: list[SourceFile], root: Path) -> None:
     )
 
 
-def _ignored(relative: str) -> bool:
-    # pyarrow.dataset's default ignore_prefixes: any entry under the root named "_*" or ".*".
-    return any(part.startswith(("_", ".")) for part in relative.split("/"))
-
-
 def is_glob(text: str) -> bool:
     """Return True when ``text`` holds a glob wildcard (``*``, ``?`` or ``[``)."""
     return any(character in GLOB_CHARACTERS for character in text)
@@ -395,8 +397,8 @@ def glob_root(pattern: str) -> Path:
 
 def discover(
     dataset: str | os.PathLike, formats: dict | None = None
-) -> tuple[Path, list[SourceFile]]:
-    """Resolve a DATASET argument to its files.
+) -> tuple[Path, list[SourceFile], list[tuple[int, ...]]]:
+    """Resolve a DATASET argument to its files, each ``stat``-ed once.
 
     Args:
         dataset: A Parquet or Arrow IPC file, a directory of them, or a glob.
@@ -405,16 +407,17 @@ def discover(
             files are opened to sniff their format; updated in place. None: sniff every file.
 
     Returns:
-        ``(root, files)``: the directory the dataset lives in (where the default sidecar goes;
-        the sidecar names files relative to it) and the
-        files, sorted by path.
+        ``(root, files, keys)``: the directory the dataset lives in (where the default sidecar
+        goes; the sidecar names files relative to it), the files sorted by path, and each
+        file's :func:`stat_key` as the listing took it (a decision compares it with the
+        file's key after reading, to prove it read those bytes).
 
     Raises:
-        BloomskipError: Nothing matches, a file is neither Parquet nor an Arrow IPC file, or
-            the files are not all of one of the two formats.
+        BloomskipError: Nothing matches, a directory cannot be listed, a file is neither
+            Parquet nor an Arrow IPC file, or the files are not all of one of the two formats.
 
     Example:
-        >>> root, files = discover("logs/*.parquet")  # doctest: +SKIP
+        >>> root, files, keys = discover("logs/*.parquet")  # doctest: +SKIP
         >>> [f.path.name for f in files]  # doctest: +SKIP
         ['part-0.parquet', 'part-1.parquet']
     """
@@ -422,46 +425,75 @@ def discover(
     path = Path(text)
     memo = {} if formats is None else formats
     used = set()
-
-    def sniffed(name: str, size: int, mtime_ns: int) -> SourceFile:
-        key = (name, size, mtime_ns)
-        used.add(key)
-        source = memo.get(key)
-        if source is None:
-            source = memo[key] = SourceFile(Path(name), _dataset_format(Path(name)))
-        return source
+    listed: list[tuple[str, os.stat_result]] = []
 
     if path.is_file():
-        return path.resolve().parent, [SourceFile(path.resolve(), _dataset_format(path))]
+        resolved = path.resolve()
+        return resolved.parent, [SourceFile(resolved, _dataset_format(path))], [stat_key(resolved)]
     if path.is_dir():
-        import pyarrow.fs as pafs
-
         root = path.resolve()
-        prefix = len(str(root)) + 1
-        selector = pafs.FileSelector(str(root), recursive=True)
-        files = [
-            sniffed(info.path, info.size, info.mtime_ns)
-            for info in pafs.LocalFileSystem().get_file_info(selector)
-            if info.type == pafs.FileType.File and not _ignored(info.path[prefix:])
-        ]
+        listed = _walk_files(root)
     elif is_glob(text):
         root = glob_root(text).resolve()
-        files = []
         for name in glob.glob(text, recursive=True):
             try:
                 stat = os.stat(name)
             except OSError:
                 continue  # a dangling link, or a file removed since the glob listed it
             if S_ISREG(stat.st_mode):
-                files.append(sniffed(str(Path(name).resolve()), stat.st_size, stat.st_mtime_ns))
+                listed.append((str(Path(name).resolve()), stat))
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
-    if not files:
+    if not listed:
         raise BloomskipError(f"{text}: the dataset holds no Parquet or Arrow IPC file")
+    listed.sort(key=lambda item: item[0])
+    files = []
+    for name, stat in listed:
+        key = (name, stat.st_size, stat.st_mtime_ns)
+        used.add(key)
+        source = memo.get(key)
+        if source is None:
+            source = memo[key] = SourceFile(Path(name), _dataset_format(Path(name)))
+        files.append(source)
     for key in [key for key in memo if key not in used]:
         del memo[key]  # files gone or rewritten: the memo holds only the current listing
     _one_format(text, files, root)
-    return root, sorted(files, key=lambda source: str(source.path))
+    return root, files, [key_of(stat) for _, stat in listed]
+
+
+def _walk_files(root: Path) -> list[tuple[str, os.stat_result]]:
+    """Every regular file under ``root`` with its ``stat``, as pyarrow.dataset discovers them:
+    links followed (a directory reached twice, by a link cycle, is walked once), names
+    starting with ``_`` or ``.`` skipped at any depth. One ``stat`` per entry.
+
+    Raises:
+        BloomskipError: A directory cannot be read (its files would silently be missing).
+    """
+    found = []
+    top = os.stat(root)
+    seen = {(top.st_dev, top.st_ino)}
+    pending = [str(root)]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(("_", ".")):
+                        continue
+                    try:
+                        stat = entry.stat()
+                    except OSError:
+                        continue  # a dangling link, or an entry removed since it was listed
+                    if S_ISREG(stat.st_mode):
+                        found.append((entry.path, stat))
+                    elif S_ISDIR(stat.st_mode) and (stat.st_dev, stat.st_ino) not in seen:
+                        seen.add((stat.st_dev, stat.st_ino))
+                        pending.append(entry.path)
+        except OSError as exc:
+            raise BloomskipError(
+                f"cannot list {exc.filename or directory}: {exc.strerror or exc}"
+            ) from exc
+    return found
 
 
 @dataclass(frozen=True)

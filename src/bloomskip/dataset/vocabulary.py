@@ -25,5 +25,18 @@ def relative_to(path: Path, root: Path) -> str:
     Example:
         >>> relative_to(Path("/data/a/b.parquet"), Path("/data"))
         'a/b.parquet'
+        >>> relative_to(Path("/data/b.parquet"), Path("/data/a"))
+        '../b.parquet'
     """
+    text, base = str(path), str(root)
+    # Called per file on every query: the common case, a file below an absolute root, without
+    # relpath's normalisation of both paths.
+    if (
+        os.sep == "/"
+        and base.startswith("/")
+        and text.startswith(base.rstrip("/") + "/")
+        and "/.." not in text
+        and "/.." not in base
+    ):
+        return text[len(base.rstrip("/")) + 1 :]
     return Path(os.path.relpath(path, root)).as_posix()
