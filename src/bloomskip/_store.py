@@ -39,6 +39,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from stat import S_ISDIR
 from urllib.parse import urlsplit
 
 from bloomskip._atomic import write_atomically, write_if_absent
@@ -266,40 +267,40 @@ class LocalStore(Store):
         base, _, _ = prefix.rpartition("/")
         top = self._path(base)
         found = []
+        # Links are followed, as pyarrow.dataset's discovery does; a directory reached twice
+        # (a link cycle) is walked once. One stat per entry, by the directory's own scan.
         seen_directories: set[tuple[int, int]] = set()
-
-        def refuse(exc: OSError) -> None:
-            if isinstance(exc, FileNotFoundError):
-                return  # nothing there (yet), as an empty prefix on an object store
-            # A directory that cannot be read would silently drop its files from a dataset.
-            raise StorageError(f"cannot list {exc.filename or top}: {exc.strerror or exc}")
-
-        try:
-            # Links are followed, as pyarrow.dataset's discovery does; a directory reached
-            # twice (a link cycle) is walked once.
-            for directory, dirnames, filenames in os.walk(top, onerror=refuse, followlinks=True):
+        pending = [(str(top), f"{base}/" if base else "")]
+        while pending:
+            directory, key_prefix = pending.pop()
+            try:
                 info = os.stat(directory)
                 if (info.st_dev, info.st_ino) in seen_directories:
-                    dirnames.clear()
                     continue
                 seen_directories.add((info.st_dev, info.st_ino))
-                dirnames.sort()
-                for name in filenames:
-                    path = Path(directory, name)
-                    key = path.relative_to(self.root).as_posix()
-                    if not key.startswith(prefix):
-                        continue
-                    try:
-                        stat = path.stat()
-                    except FileNotFoundError:
-                        continue  # removed while listing
-                    found.append(
-                        ObjectInfo(key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns)
-                    )
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"cannot list {top}: {exc.strerror or exc}") from exc
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        key = key_prefix + entry.name
+                        try:
+                            stat = entry.stat()
+                        except FileNotFoundError:
+                            continue  # removed while listing, or a dangling link
+                        if S_ISDIR(stat.st_mode):
+                            if prefix.startswith(key + "/") or key.startswith(prefix):
+                                pending.append((entry.path, key + "/"))
+                        elif key.startswith(prefix):
+                            found.append(
+                                ObjectInfo(
+                                    key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns
+                                )
+                            )
+            except FileNotFoundError:
+                continue  # nothing there (yet), as an empty prefix on an object store
+            except OSError as exc:
+                # A directory that cannot be read would silently drop its files from a dataset.
+                raise StorageError(
+                    f"cannot list {exc.filename or directory}: {exc.strerror or exc}"
+                ) from exc
         self.stats.count("list")
         return sorted(found, key=lambda item: item.key)
 
