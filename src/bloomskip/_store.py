@@ -39,7 +39,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from stat import S_ISDIR
 from urllib.parse import urlsplit
 
 from bloomskip._atomic import write_atomically, write_if_absent
@@ -264,43 +263,25 @@ class LocalStore(Store):
         return super().has_prefix(prefix)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
+        from bloomskip._walk import walk
+
         base, _, _ = prefix.rpartition("/")
         top = self._path(base)
-        found = []
-        # Links are followed, as pyarrow.dataset's discovery does; a directory reached twice
-        # (a link cycle) is walked once. One stat per entry, by the directory's own scan.
-        seen_directories: set[tuple[int, int]] = set()
-        pending = [(str(top), f"{base}/" if base else "")]
-        while pending:
-            directory, key_prefix = pending.pop()
-            try:
-                info = os.stat(directory)
-                if (info.st_dev, info.st_ino) in seen_directories:
-                    continue
-                seen_directories.add((info.st_dev, info.st_ino))
-                with os.scandir(directory) as entries:
-                    for entry in entries:
-                        key = key_prefix + entry.name
-                        try:
-                            stat = entry.stat()
-                        except FileNotFoundError:
-                            continue  # removed while listing, or a dangling link
-                        if S_ISDIR(stat.st_mode):
-                            if prefix.startswith(key + "/") or key.startswith(prefix):
-                                pending.append((entry.path, key + "/"))
-                        elif key.startswith(prefix):
-                            found.append(
-                                ObjectInfo(
-                                    key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns
-                                )
-                            )
-            except FileNotFoundError:
-                continue  # nothing there (yet), as an empty prefix on an object store
-            except OSError as exc:
-                # A directory that cannot be read would silently drop its files from a dataset.
-                raise StorageError(
-                    f"cannot list {exc.filename or directory}: {exc.strerror or exc}"
-                ) from exc
+        try:
+            # Links are followed, as pyarrow.dataset's discovery does; only the directories
+            # the prefix can reach are walked.
+            found = [
+                ObjectInfo(key, stat.st_size, stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns)
+                for _, key, stat in walk(
+                    str(top),
+                    f"{base}/" if base else "",
+                    descend=lambda key: prefix.startswith(key + "/") or key.startswith(prefix),
+                )
+                if key.startswith(prefix)
+            ]
+        except OSError as exc:
+            # A directory that cannot be read would silently drop its files from a dataset.
+            raise StorageError(f"cannot list {exc.filename or top}: {exc.strerror or exc}") from exc
         self.stats.count("list")
         return sorted(found, key=lambda item: item.key)
 

@@ -73,6 +73,22 @@ def test_a_local_store_lists_every_object_under_a_prefix(linked: Path) -> None:
     )
 
 
+def test_a_directory_linked_twice_is_listed_under_each_name(tmp_path: Path) -> None:
+    # Not a cycle: pyarrow lists the folder's file under both links, and so must a listing
+    # (deduplicating by inode would drop whichever alias came second, and its rows).
+    root = tmp_path / "aliases"
+    (root / "a").mkdir(parents=True)
+    pq.write_table(pa.table({"x": [1]}), root / "a" / "f.parquet")
+    (root / "0_link").symlink_to(root / "a")
+    (root / "b_link").symlink_to(root / "a")
+    (root / "loop.parquet").symlink_to(root / "loop.parquet")  # skipped, as pyarrow skips it
+    _, files, _ = discover(root)
+    expected = sorted(pads.dataset(str(root), format="parquet").files)
+    assert [str(source.path) for source in files] == expected and len(expected) == 3
+    keys = [info.key for info in LocalStore(root).list("")]
+    assert keys == ["0_link/f.parquet", "a/f.parquet", "b_link/f.parquet"]
+
+
 def test_a_link_cycle_is_walked_once(tmp_path: Path) -> None:
     root = tmp_path / "cycle"
     (root / "a").mkdir(parents=True)

@@ -122,3 +122,14 @@ def test_a_file_rewritten_after_the_listing_is_never_answered_from(folder: Path,
 
     monkeypatch.setattr(backend, "explain", explain_then_rewrite)
     assert _ids(dataset.query(WHERE)) == [2500]
+
+
+def test_a_sidecar_that_cannot_be_stat_ed_is_scanned_around(folder: Path) -> None:
+    dataset = bloomskip.Dataset(folder)
+    dataset.build_index([INDEX], progress=False)
+    sidecar = folder / "_bloomskip.index"
+    sidecar.unlink()
+    sidecar.symlink_to(sidecar)  # stat fails with ELOOP, not "no such file"
+    explanation = dataset.explain(WHERE)
+    assert any("scanning every file" in warning for warning in explanation.warnings)
+    assert _ids(dataset.query(WHERE)) == [1234, 2500]

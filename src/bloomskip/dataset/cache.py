@@ -30,7 +30,8 @@ class DatasetCache:
 
     Attributes:
         state: ``(stat keys of the files, stat key of the sidecar or None)`` the entries were
-            derived under; None before the first refresh.
+            derived under; None before the first refresh, or when the sidecar cannot be
+            stat-ed.
         sidecar: The verified sidecar, once read (None: not read yet, or there is none).
         identities: File identities (footer hashes); each also re-validated by ``stat``.
         layouts: Row-group layouts, keyed by file and identity.
@@ -81,8 +82,11 @@ class DatasetCache:
         Example:
             >>> cache.refresh(keys, dataset.sidecar_path)  # doctest: +SKIP
         """
-        state = (tuple(keys), _sidecar_key(sidecar))
-        if state != self.state:
+        try:
+            state = (tuple(keys), _sidecar_key(sidecar))
+        except OSError:
+            state = None  # a sidecar that cannot be stat-ed: keep nothing; its read reports it
+        if state is None or state != self.state:
             self.invalidate()
         self.state = state
 

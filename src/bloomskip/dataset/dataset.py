@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from bloomskip.dataset.folder import BuildReport, FolderDataset
 from bloomskip.dataset.frames import FrameConversions
-from bloomskip.dataset.locate import is_remote, table_format
+from bloomskip.dataset.locate import is_remote, local_path, table_format
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,8 +141,8 @@ class Dataset(FrameConversions):
         snapshot_id: int | None = None,
         as_of: str | None = None,
     ) -> None:
-        #: The location as given.
-        self.path = os.fspath(path)
+        #: The location as given (a ``file://`` URI as the path it names).
+        self.path = os.fspath(local_path(path))
         #: What lists the files and keeps the index: a ``FolderDataset`` (local files, a
         #: sidecar), ``LakeDataset`` (segments) or ``TableDataset`` (a table's snapshot).
         self.backend: Backend = open_backend(
@@ -304,8 +304,9 @@ class Dataset(FrameConversions):
     ) -> pa.Table:
         """Evaluate ``where`` exactly over what a decision (:meth:`explain`) keeps.
 
-        A file rewritten since the decision is never read with the row groups chosen for its
-        old version: the query is decided and read again (docs/queries.md).
+        A file rewritten since the decision is never answered from with the row groups chosen
+        for its old version: the files read are checked after the read, and the query is
+        decided and read again (docs/queries.md).
 
         Args:
             explanation: From :meth:`explain` with the same ``where``.

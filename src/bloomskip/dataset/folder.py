@@ -176,8 +176,13 @@ class FolderDataset:
         It caches Parquet footers (``parquet_metadata_cache``), so a repeated query does not
         parse them again. DuckDB re-validates that cache only by modification time in seconds,
         so the connection is replaced whenever a file of the dataset (or its sidecar) changes
-        (its ``stat``).
+        (its ``stat``): the files are listed again first.
         """
+        self._current()
+        return self._connection()
+
+    def _connection(self):
+        """The connection, replaced if a file changed by the last listing's ``stat`` keys."""
         cache = self._cache
         cache.refresh(self._keys, self.index_path)
         if cache.connection is None:
@@ -351,7 +356,7 @@ class FolderDataset:
             DataType(string)
         """
         self._current()
-        return self._scan_schema(self.duckdb_connection())
+        return self._scan_schema(self._connection())
 
     def _scan_schema(self, connection) -> pa.Schema:
         import duckdb
@@ -761,7 +766,7 @@ class FolderDataset:
         # file may not hold another file's values (int32 and int64, int64 and string).
         if self._uniform() and not self._partitioning():
             return self._schema()
-        return self._scan_schema(self.duckdb_connection())
+        return self._scan_schema(self._connection())
 
     def query(
         self,
@@ -808,9 +813,10 @@ class FolderDataset:
     ) -> pa.Table:
         """Evaluate ``where`` exactly over the row groups a pruning result keeps.
 
-        A file rewritten since ``result`` was made (or while it is read) is never read with
-        the row groups ``result`` chose for its old version: the query is then decided and
-        read again, from the files as they are (docs/queries.md).
+        A file rewritten since ``result`` was made (or while it is read) is never answered
+        from with the row groups ``result`` chose for its old version: every file read is
+        stat-ed after the read, and when one changed the answer is dropped and the query
+        decided and read again, from the files as they are (docs/queries.md).
 
         Args:
             result: From :meth:`explain` with the same ``where``.
@@ -833,7 +839,7 @@ class FolderDataset:
         from bloomskip.dataset.query import run_query
 
         def read(decision: Explanation) -> pa.Table:
-            connection = self.duckdb_connection()
+            connection = self._connection()
             return run_query(
                 decision,
                 self._schema(),

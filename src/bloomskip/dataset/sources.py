@@ -16,7 +16,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISREG
 
 from bloomskip._sources import (
     ARROW_IPC,
@@ -429,7 +429,8 @@ def discover(
 
     if path.is_file():
         resolved = path.resolve()
-        return resolved.parent, [SourceFile(resolved, _dataset_format(path))], [stat_key(resolved)]
+        key = stat_key(resolved)  # before the format is sniffed: a decision proves its reads
+        return resolved.parent, [SourceFile(resolved, _dataset_format(path))], [key]
     if path.is_dir():
         root = path.resolve()
         listed = _walk_files(root)
@@ -462,38 +463,23 @@ def discover(
 
 
 def _walk_files(root: Path) -> list[tuple[str, os.stat_result]]:
-    """Every regular file under ``root`` with its ``stat``, as pyarrow.dataset discovers them:
-    links followed (a directory reached twice, by a link cycle, is walked once), names
-    starting with ``_`` or ``.`` skipped at any depth. One ``stat`` per entry.
+    """Every regular file under ``root`` with its ``stat``, as pyarrow.dataset discovers them
+    (``bloomskip._walk``), names starting with ``_`` or ``.`` skipped at any depth.
 
     Raises:
-        BloomskipError: A directory cannot be read (its files would silently be missing).
+        BloomskipError: A directory or an entry cannot be read (its files would silently be
+            missing).
     """
-    found = []
-    top = os.stat(root)
-    seen = {(top.st_dev, top.st_ino)}
-    pending = [str(root)]
-    while pending:
-        directory = pending.pop()
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.name.startswith(("_", ".")):
-                        continue
-                    try:
-                        stat = entry.stat()
-                    except OSError:
-                        continue  # a dangling link, or an entry removed since it was listed
-                    if S_ISREG(stat.st_mode):
-                        found.append((entry.path, stat))
-                    elif S_ISDIR(stat.st_mode) and (stat.st_dev, stat.st_ino) not in seen:
-                        seen.add((stat.st_dev, stat.st_ino))
-                        pending.append(entry.path)
-        except OSError as exc:
-            raise BloomskipError(
-                f"cannot list {exc.filename or directory}: {exc.strerror or exc}"
-            ) from exc
-    return found
+    from bloomskip._walk import walk
+
+    try:
+        return [
+            (path, stat)
+            for path, _, stat in walk(str(root), skip=lambda name: name.startswith(("_", ".")))
+            if S_ISREG(stat.st_mode)
+        ]
+    except OSError as exc:
+        raise BloomskipError(f"cannot list {exc.filename or root}: {exc.strerror or exc}") from exc
 
 
 @dataclass(frozen=True)
