@@ -23,8 +23,9 @@ class DatasetCache:
     """Everything a ``Dataset`` derives from its files and its sidecar.
 
     Each entry was derived under :attr:`state`, the ``stat`` of every file and of the sidecar.
-    :meth:`refresh` takes that ``stat`` again and, when anything differs, :meth:`invalidate`
-    drops every entry: a file rewritten between two queries (even with its size and
+    :meth:`refresh` compares a new listing's keys and, when anything differs,
+    :meth:`invalidate` drops every entry (but the verified sidecar while its own key is
+    unchanged): a file rewritten between two queries (even with its size and
     modification time restored: ``stat_key`` includes the change time), or a sidecar rebuilt
     with other definitions or granules, is then read again, never answered from memory.
 
@@ -87,7 +88,18 @@ class DatasetCache:
         except OSError:
             state = None  # a sidecar that cannot be stat-ed: keep nothing; its read reports it
         if state is None or state != self.state:
+            # The verified sidecar depends on the sidecar's bytes alone: a data file rewritten
+            # under an unchanged sidecar (same stat key, change time included) keeps it, so
+            # the next decision does not read and verify it again.
+            same_sidecar = (
+                state is not None
+                and self.state is not None
+                and state[1] is not None
+                and state[1] == self.state[1]
+            )
+            sidecar_kept = self.sidecar if same_sidecar else None
             self.invalidate()
+            self.sidecar = sidecar_kept
         self.state = state
 
     def invalidate(self) -> None:

@@ -181,10 +181,11 @@ class FolderDataset:
         self._current()
         return self._connection()
 
-    def _connection(self):
-        """The connection, replaced if a file changed by the last listing's ``stat`` keys."""
+    def _connection(self, keys=None):
+        """The connection, replaced when a file's ``stat`` key differs from those it served:
+        the last listing's, or ``keys`` (a decision's, which its read is checked against)."""
         cache = self._cache
-        cache.refresh(self._keys, self.index_path)
+        cache.refresh(self._keys if keys is None else keys, self.index_path)
         if cache.connection is None:
             pending, cache.pending = cache.pending, None
             # A connection opened ahead (see query) is new: it has cached no footer yet.
@@ -839,7 +840,9 @@ class FolderDataset:
         from bloomskip.dataset.query import run_query
 
         def read(decision: Explanation) -> pa.Table:
-            connection = self._connection()
+            # Checked against the decision's keys: a file whose key the decision took after
+            # the listing gets a connection that has cached no footer of an older version.
+            connection = self._connection([state.listed for state in decision.files])
             return run_query(
                 decision,
                 self._schema(),

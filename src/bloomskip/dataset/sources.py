@@ -167,7 +167,8 @@ class IdentityCache:
 
         Args:
             source: The file.
-            key: Its key as the listing took it (saves a ``stat``); None: taken now.
+            key: Its key as the listing took it: when it is the key the identity was cached
+                under, no ``stat`` is taken; otherwise (or None) the key is taken now.
 
         Returns:
             ``(stat key, identity)``.
@@ -176,8 +177,12 @@ class IdentityCache:
             FormatError: The file is too short or its footer is malformed.
             OSError: The file cannot be read.
         """
-        key = stat_key(source.path) if key is None else key
         known = self._known.get(source.path)
+        if key is not None and known is not None and known[0] == key:
+            return key, known[1]
+        # Its footer must be read: the key is taken again right before, so that the read and
+        # the check after it cover the shortest window (a listing's key may be older).
+        key = stat_key(source.path)
         if known is not None and known[0] == key:
             return key, known[1]
         identity = source.identity()
