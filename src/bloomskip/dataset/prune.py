@@ -13,6 +13,7 @@ The decision is an :class:`Explanation`: per index what it skipped, the survivin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from bloomskip.errors import FormatError
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
+
+    from bloomskip.dataset.plan import AccessPlan
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -127,6 +130,26 @@ class Explanation:
     table_files: Mapping | None = field(default=None, repr=False)
     files_agree: Callable[[], bool] | None = field(default=None, repr=False)
 
+    @functools.cached_property
+    def plan(self) -> AccessPlan:
+        """The access plan: per file read, its row groups and the row ranges within them
+        (:class:`~bloomskip.dataset.plan.AccessPlan`); what every query's scan reads.
+
+        Example:
+            >>> plan = Dataset("logs/").explain("user_id = 42").plan  # doctest: +SKIP
+            >>> [(a.key, a.row_groups.tolist(), a.row_ranges.tolist()) for a in plan.files]
+            [('part-3.parquet', [17], [[1114112, 1179648]])]
+        """
+        from bloomskip.dataset.plan import access_plan
+
+        return access_plan(
+            [
+                (str(state.source.path), state.relative_path, state.layout.rows)
+                for state in self.files
+            ],
+            self.keep,
+        )
+
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
 
@@ -137,12 +160,10 @@ class Explanation:
             >>> Dataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
             [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
-        import numpy as np
-
         return [
-            (state.source.path, int(group))
-            for state, keep in zip(self.files, self.keep, strict=True)
-            for group in np.flatnonzero(keep)
+            (self.files[access.number].source.path, group)
+            for access in self.plan.files
+            for group in access.row_groups.tolist()
         ]
 
     def to_dataset(self) -> pads.Dataset:
@@ -198,7 +219,6 @@ def surviving_dataset(
         >>> ds = surviving_dataset(result, schema)  # doctest: +SKIP
         >>> duckdb.sql("SELECT count(*) FROM ds").fetchone()  # doctest: +SKIP
     """
-    import numpy as np
     import pyarrow as pa
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
@@ -212,10 +232,9 @@ def surviving_dataset(
     fragments = []
     batches = []
     table_files = table_files or {}
-    for state, keep in zip(result.files, result.keep, strict=True):
-        groups = [int(g) for g in np.flatnonzero(keep)]
-        if not groups:
-            continue
+    for access in result.plan.files:
+        state = result.files[access.number]
+        groups = access.row_groups.tolist()
         table_file = table_files.get(state.relative_path)
         if state.source.format == "parquet":
             partition = _partition_expression(table_file, schema)

@@ -20,6 +20,7 @@ import logging
 import os
 
 from bloomskip._cli import interrupted
+from bloomskip.dataset.plan import group_ranges
 from bloomskip.dataset.prune import Explanation, surviving_dataset
 from bloomskip.errors import BloomskipError, FormatError
 
@@ -75,19 +76,13 @@ def _quoted(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _row_ranges(state, keep) -> str:
-    """SQL selecting the rows of the kept row groups by ``file_row_number`` ranges."""
-    import numpy as np
-
-    ends = np.cumsum(state.layout.rows)
-    starts = ends - state.layout.rows
-    # Runs of consecutive surviving row groups become one row-number range each.
-    edges = np.diff(np.concatenate(([0], np.asarray(keep, np.int8), [0])))
-    first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return " OR ".join(
-        f"({ROW_NUMBER} >= {starts[a]} AND {ROW_NUMBER} < {ends[b - 1]})"
-        for a, b in zip(first, stop, strict=True)
-    )
+def _row_ranges(ranges) -> str:
+    """SQL selecting the rows of ``ranges`` (``[start, stop)`` pairs) by ``file_row_number``
+    (``false`` for none: a row group of no rows)."""
+    tests = [
+        f"({ROW_NUMBER} >= {start} AND {ROW_NUMBER} < {stop})" for start, stop in ranges.tolist()
+    ]
+    return " OR ".join(tests) or "false"
 
 
 def parquet_source(result: Explanation) -> str:
@@ -123,24 +118,26 @@ def parquet_parts(result: Explanation) -> list[tuple[str, int]]:
         ``[(SQL of a SELECT, row groups)]`` in file order (a read of nothing when nothing
         survives).
     """
-    import numpy as np
-
-    split = sum(int(np.count_nonzero(keep)) for keep in result.keep) <= SPLIT_ROW_GROUPS
+    plan = result.plan
+    split = plan.row_group_count <= SPLIT_ROW_GROUPS
     parts = []
     whole = []
-    for state, keep in zip(result.files, result.keep, strict=True):
-        if not keep.any():
+    for access in plan.files:
+        path = _quoted(access.path)
+        if access.whole and not split:
+            whole.append((path, len(access.row_groups)))
             continue
-        path = _quoted(state.source.path)
-        if keep.all() and not split:
-            whole.append((path, len(keep)))
-            continue
-        for chosen in _one_each(keep) if split else [keep]:
+        reads = (
+            [(1, ranges) for _, ranges in access.per_row_group()]
+            if split
+            else [(len(access.row_groups), access.row_ranges)]
+        )
+        for groups, ranges in reads:
             parts.append(
                 (
                     f"SELECT * EXCLUDE ({ROW_NUMBER}) FROM read_parquet({path}, {ROW_NUMBER}=true) "
-                    f"WHERE {_row_ranges(state, chosen)}",
-                    int(np.count_nonzero(chosen)),
+                    f"WHERE {_row_ranges(ranges)}",
+                    groups,
                 )
             )
     if whole:
@@ -150,18 +147,6 @@ def parquet_parts(result: Explanation) -> list[tuple[str, int]]:
             0, (f"SELECT * FROM read_parquet([{listing}])", sum(groups for _, groups in whole))
         )
     return parts or [(_empty_source(result), 0)]
-
-
-def _one_each(keep) -> list:
-    """One mask per row group ``keep`` holds, each holding that row group alone."""
-    import numpy as np
-
-    masks = []
-    for group in np.flatnonzero(keep):
-        alone = np.zeros(len(keep), bool)
-        alone[group] = True
-        masks.append(alone)
-    return masks
 
 
 def union_source(parts: list[tuple[str, int]]) -> str:
@@ -236,14 +221,12 @@ def unified_source(result: Explanation) -> str:
     listing = ", ".join(_quoted(state.source.path) for state in result.files)
     whole = []
     partial = []
-    for state, keep in zip(result.files, result.keep, strict=True):
-        if not keep.any():
-            continue
-        if keep.all():
-            whole.append(_quoted(state.source.path))
+    for access in result.plan.files:
+        if access.whole:
+            whole.append(_quoted(access.path))
         else:
             partial.append(
-                f"({FILE_COLUMN} = {_quoted(state.source.path)} AND ({_row_ranges(state, keep)}))"
+                f"({FILE_COLUMN} = {_quoted(access.path)} AND ({_row_ranges(access.row_ranges)}))"
             )
     tests = partial + ([f"{FILE_COLUMN} IN ({', '.join(whole)})"] if whole else [])
     condition = " OR ".join(tests) if tests else "false"
@@ -320,9 +303,8 @@ def locate_matches(
     if not columns or ROW_COLUMN in columns:
         return None
     surviving = [
-        (number, state, np.flatnonzero(keep))
-        for number, (state, keep) in enumerate(zip(result.files, result.keep, strict=True))
-        if keep.any()
+        (access.number, result.files[access.number], access.row_groups)
+        for access in result.plan.files
     ]
     stored = sum(
         int(state.layout.bytes_of(columns)[groups].sum()) for _, state, groups in surviving
@@ -555,11 +537,12 @@ def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, in
             holding = np.zeros(len(state.layout.rows), bool)
             holding[groups[chosen]] = True
             listed = ", ".join(str(int(row)) for row in rows[chosen])
+            ranges = group_ranges(state.layout.rows, holding)
             parts.append(
                 (
                     f"SELECT * EXCLUDE ({ROW_NUMBER}) FROM "
                     f"read_parquet({_quoted(state.source.path)}, {ROW_NUMBER}=true) "
-                    f"WHERE ({_row_ranges(state, holding)}) AND {ROW_NUMBER} IN ({listed})",
+                    f"WHERE ({_row_ranges(ranges)}) AND {ROW_NUMBER} IN ({listed})",
                     int(holding.sum()),
                 )
             )

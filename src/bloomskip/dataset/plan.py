@@ -1,0 +1,163 @@
+"""The access plan: what a scan reads, as pruning decided it.
+
+Pruning (``prune.py``) knows indexes and granules; the scan (``query.py``) knows DuckDB and
+pyarrow. Between them passes one plain value, as DataFusion's ``ParquetAccessPlan`` passes
+between its pruning and its Parquet scan: per file, whether it is skipped, and otherwise the
+row groups it reads and the row ranges within them. Every listing (folder, object-store prefix,
+table snapshot) and every index store yields the same value, and one scan consumes it.
+
+Row ranges are half-open ``[start, stop)`` file row numbers (``file_row_number`` in DuckDB),
+sorted and disjoint, each inside one run of consecutive row groups read; a row group read holds
+at least one range. Today a range is a run of whole row groups; granules below the row group
+make them finer without changing the value's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class FileAccess:
+    """What the scan reads of one file.
+
+    Attributes:
+        number: The file's position in the decision's file list (``Explanation.files``).
+        path: The file as it is read (a local path, or a path in the store's filesystem).
+        key: Its name relative to the dataset (the index's name for it).
+        group_rows: Rows of each of the file's row groups (record batches of an IPC file).
+        row_groups: The row groups read, ascending (``int64``).
+        row_ranges: ``int64 (n, 2)``: the ``[start, stop)`` row numbers read.
+    """
+
+    number: int
+    path: str
+    key: str
+    group_rows: np.ndarray
+    row_groups: np.ndarray
+    row_ranges: np.ndarray
+
+    @property
+    def whole(self) -> bool:
+        """Whether every row group of the file is read."""
+        return len(self.row_groups) == len(self.group_rows)
+
+    @property
+    def rows(self) -> int:
+        """Rows read."""
+        return int((self.row_ranges[:, 1] - self.row_ranges[:, 0]).sum())
+
+    def per_row_group(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Each row group read, with the row ranges that fall in it.
+
+        Yields:
+            ``(row group, int64 (n, 2) ranges)``, the ranges clipped to the row group.
+
+        Example:
+            >>> access = file_access(0, "a.parquet", "a.parquet", [10, 10, 10], [True, True, False])
+            >>> [(group, ranges.tolist()) for group, ranges in access.per_row_group()]
+            [(0, [[0, 10]]), (1, [[10, 20]])]
+        """
+        ends = np.cumsum(self.group_rows)
+        starts = ends - self.group_rows
+        for group in self.row_groups.tolist():
+            low, high = starts[group], ends[group]
+            inside = (self.row_ranges[:, 0] < high) & (self.row_ranges[:, 1] > low)
+            yield group, np.clip(self.row_ranges[inside], low, high)
+
+
+@dataclass(frozen=True, eq=False)
+class AccessPlan:
+    """What a query reads: the files with anything to read, in dataset order.
+
+    Attributes:
+        files: One :class:`FileAccess` per file read; a file not listed is skipped.
+        file_count: Files the decision covered (read or skipped).
+
+    Example:
+        >>> plan = access_plan([("a.parquet", "a.parquet", [5, 5])], [np.array([False, True])])
+        >>> [(access.key, access.row_groups.tolist(), access.row_ranges.tolist())
+        ...  for access in plan.files]
+        [('a.parquet', [1], [[5, 10]])]
+    """
+
+    files: tuple[FileAccess, ...]
+    file_count: int
+
+    @property
+    def row_group_count(self) -> int:
+        """Row groups read, over every file."""
+        return sum(len(access.row_groups) for access in self.files)
+
+    @property
+    def rows(self) -> int:
+        """Rows read, over every file."""
+        return sum(access.rows for access in self.files)
+
+    def to_dict(self) -> dict:
+        """The plan as JSON-ready data: per file read, its key, row groups and row ranges."""
+        return {
+            "files_read": len(self.files),
+            "files_skipped": self.file_count - len(self.files),
+            "row_groups_read": self.row_group_count,
+            "rows_read": self.rows,
+            "files": [
+                {
+                    "key": access.key,
+                    "row_groups": access.row_groups.tolist(),
+                    "row_ranges": access.row_ranges.tolist(),
+                }
+                for access in self.files
+            ],
+        }
+
+
+def group_ranges(group_rows: Sequence[int] | np.ndarray, keep) -> np.ndarray:
+    """The row ranges of the row groups ``keep`` marks: one per run of consecutive ones.
+
+    Args:
+        group_rows: Rows of each row group.
+        keep: A bool per row group.
+
+    Returns:
+        ``int64 (n, 2)`` ``[start, stop)`` row numbers.
+
+    Example:
+        >>> group_ranges([4, 4, 4, 4], [True, True, False, True]).tolist()
+        [[0, 8], [12, 16]]
+    """
+    rows = np.asarray(group_rows, np.int64)
+    ends = np.cumsum(rows)
+    starts = ends - rows
+    edges = np.diff(np.concatenate(([0], np.asarray(keep, np.int8), [0])))
+    first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return np.stack([starts[first], ends[stop - 1]], axis=1).reshape(-1, 2)
+
+
+def file_access(number: int, path: str, key: str, group_rows, keep) -> FileAccess:
+    """The :class:`FileAccess` of a file whose row groups ``keep`` marks (whole row groups)."""
+    rows = np.asarray(group_rows, np.int64)
+    return FileAccess(
+        number, path, key, rows, np.flatnonzero(keep).astype(np.int64), group_ranges(rows, keep)
+    )
+
+
+def access_plan(files: Sequence[tuple[str, str, object]], keep: Sequence) -> AccessPlan:
+    """The plan reading, of each file, the row groups ``keep`` marks.
+
+    Args:
+        files: ``(path, key, rows of each row group)`` per file, in dataset order.
+        keep: Per file, a bool per row group: True = must be read.
+
+    Returns:
+        The :class:`AccessPlan`; files with nothing to read are left out.
+    """
+    chosen = tuple(
+        file_access(number, path, key, rows, mask)
+        for number, ((path, key, rows), mask) in enumerate(zip(files, keep, strict=True))
+        if np.any(mask)
+    )
+    return AccessPlan(chosen, len(files))
