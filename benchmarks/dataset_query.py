@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.demo import RARE_TOKEN, ROW_GROUP_ROWS, write_logs
-from bloomskip.dataset.translate import TOKEN_SEPARATOR_CLASS, clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import TOKEN_SEPARATOR_CLASS, clickhouse_to_duckdb
 
 INDEXES = ["user_id TYPE bloom_filter(0.01)", "message TYPE tokenbf_v1(8192, 3, 0)"]
 

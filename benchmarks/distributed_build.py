@@ -45,11 +45,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import bloomskip.dataset.lake_build as lake_build
+import bloomskip.dataset.build.tasks as lake_build
 from bloomskip._store import open_store
+from bloomskip.dataset.backends.lake import LakeDataset
 from bloomskip.dataset.demo import write_logs
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.manifest import Change, IndexLog, SegmentEntry
+from bloomskip.dataset.index.segments import Change, IndexLog, SegmentEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from object_store import BUCKET, INDEXES, delta, start_server  # noqa: E402

@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from bloomskip.dataset.demo import ABSENT_USER_ID, RARE_TOKEN, ROW_GROUP_ROWS, generate_logs
-from bloomskip.dataset.translate import TOKEN_SEPARATOR_CLASS, clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import TOKEN_SEPARATOR_CLASS, clickhouse_to_duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dataset_query import timed  # noqa: E402 - one timing rule for the benchmarks

@@ -56,7 +56,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bloomskip.dataset.demo import ABSENT_USER_ID, RARE_TOKEN, ROW_GROUP_ROWS, write_logs
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
 INDEXES = ["user_id TYPE bloom_filter(0.01)", "message TYPE tokenbf_v1(8192, 3, 0)"]
 BUCKET = "bloomskip-bench"

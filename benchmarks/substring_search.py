@@ -53,8 +53,8 @@ import pyarrow.parquet as pq
 
 from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.query import parquet_source
 from bloomskip.dataset.report import explain_text
+from bloomskip.dataset.scan.query import parquet_source
 
 INDEX = "url TYPE ngrambf_v1(3, 32768, 3, 0)"
 ROW_GROUP_ROWS = 65_536

@@ -31,8 +31,8 @@ with atheris.instrument_imports(include=["bloomskip"]):
     import bloomskip.clickhouse.marks  # noqa: F401
     import bloomskip.clickhouse.part  # noqa: F401
     import bloomskip.clickhouse.part_cli  # noqa: F401
-    import bloomskip.dataset.manifest  # noqa: F401
-    import bloomskip.dataset.sidecar  # noqa: F401
+    import bloomskip.dataset.index.segments  # noqa: F401
+    import bloomskip.dataset.index.sidecar  # noqa: F401
     import bloomskip.tsfile.filter  # noqa: F401
     import bloomskip.tsfile.reader  # noqa: F401
     from bloomskip.errors import BloomskipError

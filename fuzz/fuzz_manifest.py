@@ -13,7 +13,7 @@ import json
 
 from common import main, selector
 
-from bloomskip.dataset.manifest import _checksum, decode_manifest, encode_manifest
+from bloomskip.dataset.index.segments import _checksum, decode_manifest, encode_manifest
 
 
 def reseal(data: bytes) -> bytes:

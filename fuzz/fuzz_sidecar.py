@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common import main, selector
 
-from bloomskip.dataset.sidecar import MAGIC, decode_sidecar, read_sidecar, write_sidecar
+from bloomskip.dataset.index.sidecar import MAGIC, decode_sidecar, read_sidecar, write_sidecar
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="bloomskip-fuzz-sidecar-")) / "_bloomskip.index"
 

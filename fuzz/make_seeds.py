@@ -144,7 +144,7 @@ def manifest_seeds(scratch: Path) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "dataset"))
     from dataset_fixtures import INDEXES, write_dataset
 
-    from bloomskip.dataset.lake import LakeDataset
+    from bloomskip.dataset.backends.lake import LakeDataset
 
     directory, index = scratch / "lake", scratch / "lake-index"
     write_dataset(directory, [(300, 97), (200, 64)])

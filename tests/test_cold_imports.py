@@ -33,8 +33,12 @@ import pyarrow.parquet as pq
 from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
-from bloomskip.dataset.query import _lookup_mask
-from bloomskip.dataset.translate import clickhouse_to_duckdb_tables, column_kinds, integer_lookup
+from bloomskip.dataset.scan.query import _lookup_mask
+from bloomskip.dataset.sql.translate import (
+    clickhouse_to_duckdb_tables,
+    column_kinds,
+    integer_lookup,
+)
 
 table = pq.ParquetFile(sys.argv[1]).read()
 rows = [1000] * (table.num_rows // 1000)
@@ -131,13 +135,13 @@ def test_a_local_query_loads_no_object_store_or_table_format_code(data: Path) ->
     assert not {name.split(".")[0] for name in loaded} & foreign
     ours = {
         "bloomskip._store",
-        "bloomskip.dataset.tables",
-        "bloomskip.dataset.table_snapshot",
-        "bloomskip.dataset.delta",
-        "bloomskip.dataset.iceberg",
-        "bloomskip.dataset.lake",
-        "bloomskip.dataset.manifest",
-        "bloomskip.dataset.lake_build",
+        "bloomskip.dataset.listing.tables.formats",
+        "bloomskip.dataset.listing.tables.snapshot",
+        "bloomskip.dataset.listing.tables.delta",
+        "bloomskip.dataset.listing.tables.iceberg",
+        "bloomskip.dataset.backends.lake",
+        "bloomskip.dataset.index.segments",
+        "bloomskip.dataset.build.tasks",
     }
     assert not loaded & ours, sorted(loaded & ours)
 
@@ -162,7 +166,7 @@ PLAIN = [
 @pytest.mark.parametrize("where", PLAIN)
 def test_plain_trees_print_as_sqlglot_prints_them(where: str) -> None:
     from bloomskip._sql import call_deep
-    from bloomskip.dataset import translate
+    from bloomskip.dataset.sql import translate
 
     kinds = {"user_id": "int", "small": "uint", "s": "string"}
     tree = translate._Translator(kinds).translate(call_deep(translate.parse_where(where).copy))
@@ -175,7 +179,7 @@ def test_a_point_lookup_is_translated_without_sqlglots_duckdb_dialect() -> None:
     # Setting up sqlglot's DuckDB generator costs a cold query 40-80 ms.
     script = (
         "import sys\n"
-        "from bloomskip.dataset.translate import clickhouse_to_duckdb\n"
+        "from bloomskip.dataset.sql.translate import clickhouse_to_duckdb\n"
         "sql = clickhouse_to_duckdb('user_id = 42 OR s IN (\\'a\\', \\'b\\')', "
         "(('user_id', 'int'), ('s', 'string')))\n"
         "print(sql, 'sqlglot.generators.duckdb' in sys.modules)\n"

@@ -440,7 +440,7 @@ def test_two_index_builds_started_together_keep_both_indexes(ids_data: Path) -> 
     for process in processes:
         _, err = process.communicate(timeout=300)
         assert process.returncode == 0, err
-    from bloomskip.dataset.sidecar import read_sidecar
+    from bloomskip.dataset.index.sidecar import read_sidecar
 
     names = [
         spec.definition.split()[1] for spec in read_sidecar(ids_data / "_bloomskip.index").indexes

@@ -16,7 +16,7 @@ import pytest
 
 from bloomskip.cli import main
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import BloomskipError
 
 INDEXES = ["INDEX k_bf k TYPE bloom_filter(0.01)", "INDEX s_tok s TYPE tokenbf_v1(1024, 3, 0)"]

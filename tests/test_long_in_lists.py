@@ -28,7 +28,7 @@ from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.translate import (
+from bloomskip.dataset.sql.translate import (
     clickhouse_to_duckdb,
     clickhouse_to_duckdb_tables,
     column_kinds,

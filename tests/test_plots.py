@@ -91,7 +91,7 @@ def test_index_status_plot_writes_png_and_svg(data: Path, tmp_path: Path) -> Non
 
 
 def test_a_segmented_index_draws_the_same_fill_as_the_sidecar(data: Path, tmp_path: Path):
-    from bloomskip.dataset.lake import LakeDataset
+    from bloomskip.dataset.backends.lake import LakeDataset
 
     index = tmp_path / "segments"
     lake = LakeDataset(str(data), index_location=str(index))

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bloomskip import BloomskipError, Dataset
-from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb, column_kinds
 
 sys.path.insert(0, str(Path(__file__).parent / "dataset"))
 from test_where_corpus import (  # noqa: E402 - the corpus lives beside its own tests

@@ -33,7 +33,7 @@ def _ideal_rows(directory, where: str) -> int:
     by DuckDB with the query path's translation (tested against chdb in tests/dataset)."""
     import pyarrow.parquet as pq
 
-    from bloomskip.dataset.translate import clickhouse_to_duckdb
+    from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
     condition = clickhouse_to_duckdb(where)
     total = 0

@@ -13,7 +13,7 @@ from dataset_fixtures import INDEXES, make_table, write_dataset
 from bloomskip.dataset import Dataset, default_sidecar_path
 from bloomskip.dataset.demo import RARE_TOKEN, generate_logs, run_demo
 from bloomskip.dataset.prune import granules_to_units
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import BloomskipError
 
 WHERES = ["hasToken(s, 'naïve')", "k IN (13, 2600)", "has(tags, '東京') AND d = 'red'"]
@@ -161,7 +161,7 @@ def test_demo_runs_and_agrees_with_duckdb(tmp_path, capsys) -> None:
 )
 def test_dictionary_column_hashes_distinct_values_once(definition: str) -> None:
     from bloomskip.clickhouse.index import SkipIndex
-    from bloomskip.dataset.build import granule_payloads, prepare_index
+    from bloomskip.dataset.build.indexing import granule_payloads, prepare_index
 
     table = make_table(700, 4, 0).select(["d"])
     prepared = prepare_index(definition, table.schema)

@@ -12,7 +12,7 @@ import pytest
 from dataset_fixtures import INDEXES
 
 from bloomskip.dataset.cli import register
-from bloomskip.dataset.translate import UnsupportedPredicateError
+from bloomskip.dataset.sql.translate import UnsupportedPredicateError
 from bloomskip.errors import BloomskipError
 
 

@@ -18,8 +18,8 @@ import pytest
 from dataset_fixtures import INDEXES, make_table, write_dataset
 
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.sidecar import read_sidecar
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.index.sidecar import read_sidecar
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import BloomskipError, FormatError
 
 WHERE = "hasToken(s, '東京') OR k = 1300"
@@ -311,7 +311,7 @@ def test_file_without_the_index_column_is_indexed_as_nulls(tmp_path: Path) -> No
 
 
 def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
-    from bloomskip.dataset.sidecar import write_sidecar
+    from bloomskip.dataset.index.sidecar import write_sidecar
 
     sidecar_path = fresh / "_bloomskip.index"
     sidecar = read_sidecar(sidecar_path)
@@ -371,7 +371,7 @@ def test_v1_sidecar_is_used_and_upgraded_by_build(fresh: Path) -> None:
 def test_an_index_no_predicate_can_use_is_warned_about() -> None:
     import pyarrow as pa
 
-    from bloomskip.dataset.build import never_used_warnings, prepare_index
+    from bloomskip.dataset.build.indexing import never_used_warnings, prepare_index
 
     schema = pa.schema([("ip", pa.binary(16)), ("k", pa.int64())])
     useless = prepare_index("ip TYPE tokenbf_v1(512, 2, 0)", schema, {"ip": "IPv6"})

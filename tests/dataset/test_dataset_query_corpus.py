@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
 if TYPE_CHECKING:
     from chdb.session import Session

@@ -21,10 +21,10 @@ from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
 from bloomskip.clickhouse.types import clickhouse_type_for
 from bloomskip.dataset import Dataset
-from bloomskip.dataset import query as query_module
+from bloomskip.dataset.listing.files import IdentityCache, SourceFile
 from bloomskip.dataset.prune import CHANGED, INDEXED
-from bloomskip.dataset.sources import IdentityCache, SourceFile
-from bloomskip.dataset.translate import clickhouse_to_duckdb, integer_lookup
+from bloomskip.dataset.scan import query as query_module
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb, integer_lookup
 from bloomskip.errors import BloomskipError
 
 

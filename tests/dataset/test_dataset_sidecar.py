@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bloomskip.dataset.sidecar import (
+from bloomskip.dataset.index.sidecar import (
     MAGIC,
     FileEntry,
     IndexSpec,
@@ -21,7 +21,7 @@ from bloomskip.dataset.sidecar import (
     read_sidecar,
     write_sidecar,
 )
-from bloomskip.dataset.sources import FileIdentity
+from bloomskip.dataset.listing.files import FileIdentity
 from bloomskip.errors import FormatError
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bloomskip.dataset.translate import (
+from bloomskip.dataset.sql.translate import (
     UnsupportedPredicateError,
     clickhouse_to_duckdb,
     column_kinds,

@@ -13,7 +13,7 @@ import pytest
 
 from bloomskip import BloomskipError
 from bloomskip._store import LocalStore
-from bloomskip.dataset.sources import discover, stat_key
+from bloomskip.dataset.listing.files import discover, stat_key
 
 
 @pytest.fixture()

@@ -11,11 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bloomskip.dataset.build.segment_writer import SegmentWriter
 from bloomskip.dataset.locate import is_remote, table_format
-from bloomskip.dataset.segment_writer import SegmentWriter
 
 
-@pytest.mark.parametrize("module", ["bloomskip.dataset.locate", "bloomskip.dataset.segment_writer"])
+@pytest.mark.parametrize(
+    "module", ["bloomskip.dataset.locate", "bloomskip.dataset.build.segment_writer"]
+)
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

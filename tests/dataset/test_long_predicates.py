@@ -16,8 +16,8 @@ import pytest
 from bloomskip._sql import MAX_NESTING
 from bloomskip.cli import main
 from bloomskip.dataset import Dataset
-from bloomskip.dataset.query import REWRITER_LIMIT
-from bloomskip.dataset.translate import (
+from bloomskip.dataset.scan.query import REWRITER_LIMIT
+from bloomskip.dataset.sql.translate import (
     UnsupportedPredicateError,
     clickhouse_to_duckdb,
     column_kinds,

@@ -12,15 +12,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import bloomskip
 from bloomskip import BloomskipError
-from bloomskip.dataset.folder import FolderDataset
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.table_dataset import TableDataset
+from bloomskip.dataset.backends.folder import FolderDataset
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.backends.table import TableDataset
+from bloomskip.dataset.build.report import BuildReport
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -49,6 +51,24 @@ def _ids(table: pa.Table) -> list[int]:
     return sorted(table.column("user_id").to_pylist())
 
 
+def _check_plan(explanation) -> None:
+    """The access plan reads exactly the kept row groups, as row ranges within each file."""
+    plan = explanation.plan
+    kept = [(explanation.files[a.number].source.path, g) for a in plan.files for g in a.row_groups]
+    assert kept == explanation.row_groups()
+    assert plan.file_count == len(explanation.files)
+    for access in plan.files:
+        state = explanation.files[access.number]
+        rows = np.asarray(state.layout.rows)
+        starts = np.cumsum(rows) - rows
+        covered = np.concatenate([np.arange(a, b) for a, b in access.row_ranges.tolist()])
+        expected = np.concatenate(
+            [np.arange(starts[g], starts[g] + rows[g]) for g in access.row_groups.tolist()]
+        )
+        assert covered.tolist() == expected.tolist()
+        assert access.key == state.relative_path and access.rows == len(expected)
+
+
 def test_every_location_gives_a_dataset_with_the_same_verbs(folder: Path, tmp_path: Path):
     delta = tmp_path / "delta"
     deltalake.write_deltalake(str(delta), pa.concat_tables([_table(0), _table(1000), _table(2000)]))
@@ -61,13 +81,16 @@ def test_every_location_gives_a_dataset_with_the_same_verbs(folder: Path, tmp_pa
         assert isinstance(dataset, bloomskip.Dataset)
         assert type(dataset.backend) is backend and dataset.segmented is segmented
         report = dataset.build_index([INDEX], progress=False)
-        assert report.files >= 1
+        assert type(report) is BuildReport and report.files >= 1
+        assert report.layout == ("segmented" if segmented else "sidecar")
         explanation = dataset.explain(WHERE, describe_data=True)
         assert explanation.row_groups()  # the two ids' row groups are kept
+        _check_plan(explanation)
         assert _ids(dataset.run(explanation, WHERE)) == [1234, 2500]
         assert _ids(dataset.query(WHERE)) == [1234, 2500]
         status = dataset.status()
         assert [item["definition"] for item in status["indexes"]] == [STORED]
+        assert report.index_bytes == status["segment_bytes" if segmented else "index_bytes"] > 0
         states, definitions = dataset.index_states()
         assert len(states) == status["files"] and definitions.indexes[0].definition == STORED
         assert dataset.to_pandas(WHERE)["user_id"].sort_values().tolist() == [1234, 2500]

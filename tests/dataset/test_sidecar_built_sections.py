@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bloomskip.dataset.build import build_file, granule_payloads, prepare_index
-from bloomskip.dataset.sidecar import (
+from bloomskip.dataset.build.indexing import build_file, granule_payloads, prepare_index
+from bloomskip.dataset.index.sidecar import (
     FileEntry,
     SectionPayloads,
     Sidecar,
@@ -27,7 +27,7 @@ from bloomskip.dataset.sidecar import (
     read_sidecar,
     write_sidecar,
 )
-from bloomskip.dataset.sources import SourceFile
+from bloomskip.dataset.listing.files import SourceFile
 from bloomskip.errors import FormatError
 
 DEFINITIONS = [

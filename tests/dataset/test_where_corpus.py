@@ -541,7 +541,7 @@ def test_other_writers(corpora: dict[str, Corpus], writer: str, where: str) -> N
 
 @pytest.mark.parametrize("where", REFUSED)
 def test_refused_clauses(corpora: dict[str, Corpus], where: str) -> None:
-    from bloomskip.dataset.translate import UnsupportedPredicateError
+    from bloomskip.dataset.sql.translate import UnsupportedPredicateError
 
     corpus = corpora["pyarrow"]
     assert isinstance(corpus.clickhouse(where), list)

@@ -10,7 +10,7 @@ import pytest
 
 from bloomskip import Dataset
 from bloomskip._atomic import atomic_path, atomic_writer, write_atomically
-from bloomskip.dataset.sidecar import read_sidecar
+from bloomskip.dataset.index.sidecar import read_sidecar
 
 
 def test_new_file_gets_umask_mode(tmp_path):

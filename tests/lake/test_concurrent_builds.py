@@ -23,8 +23,8 @@ from lake_fixtures import upload
 from test_dataset_query_corpus import _oracle, _sample_keys
 
 from bloomskip import CommitConflictError
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.manifest import IndexLog
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.index.segments import IndexLog
 
 BASE = "INDEX d_bf d TYPE bloom_filter"
 BUILD_A = "INDEX k_bf k TYPE bloom_filter(0.05)"

@@ -17,8 +17,8 @@ import pytest
 from lake_fixtures import upload
 
 from bloomskip._store import open_store
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.manifest import IndexLog, encode_manifest, version_key
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.index.segments import IndexLog, encode_manifest, version_key
 
 INDEX = "user_id TYPE bloom_filter(0.01)"
 WHERES = ["user_id = 2", "user_id = 11", "user_id IN (1, 9, 16)", "user_id IN (3, 99)"]

@@ -19,9 +19,9 @@ from test_dataset_query_corpus import PREDICATES
 
 from bloomskip import BloomskipError, Dataset
 from bloomskip.cli import main
-from bloomskip.dataset.delta import storage_options
-from bloomskip.dataset.table_dataset import TableDataset
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.backends.table import TableDataset
+from bloomskip.dataset.listing.tables.delta import storage_options
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
 deltalake = pytest.importorskip("deltalake")
 ROW_GROUP_ROWS = 200

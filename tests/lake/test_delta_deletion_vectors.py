@@ -27,7 +27,7 @@ from test_dataset_query_corpus import PREDICATES
 
 from bloomskip import Dataset
 from bloomskip.cli import main
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import StorageError
 
 deltalake = pytest.importorskip("deltalake")

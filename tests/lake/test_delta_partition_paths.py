@@ -24,7 +24,7 @@ import pytest
 
 from bloomskip import Dataset
 from bloomskip.cli import main
-from bloomskip.dataset.delta import storage_options
+from bloomskip.dataset.listing.tables.delta import storage_options
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -19,8 +19,8 @@ from lake_fixtures import upload
 from bloomskip import BloomskipError, Dataset
 from bloomskip._store import open_store
 from bloomskip.cli import main
-from bloomskip.dataset import lake_build
-from bloomskip.dataset.lake import LakeDataset
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.build import tasks as lake_build
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_other_datasets_give_the_same_segments_on_a_cluster(kind, cluster, small
 
 def test_files_are_batched_into_even_tasks():
     from bloomskip._store import ObjectInfo
-    from bloomskip.dataset.lake import ListedFile
+    from bloomskip.dataset.backends.lake import ListedFile
 
     def files(*sizes):
         return [

@@ -18,7 +18,7 @@ import pytest
 from lake_fixtures import upload
 
 from bloomskip import BloomskipError, Dataset
-from bloomskip.dataset.hive import infer_type, path_partitions, read_value
+from bloomskip.dataset.listing.hive import infer_type, path_partitions, read_value
 
 # name -> (folders of (partition path, ids), the file's own column k or None)
 DATASETS = {

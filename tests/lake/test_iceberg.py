@@ -27,11 +27,11 @@ from test_dataset_query_corpus import PREDICATES
 
 from bloomskip import Dataset
 from bloomskip.cli import main
-from bloomskip.dataset.iceberg import open_iceberg
+from bloomskip.dataset.backends.table import TableDataset
+from bloomskip.dataset.listing.tables.formats import open_table
+from bloomskip.dataset.listing.tables.iceberg import open_iceberg
 from bloomskip.dataset.locate import is_iceberg_folder
-from bloomskip.dataset.table_dataset import TableDataset
-from bloomskip.dataset.tables import open_table
-from bloomskip.dataset.translate import clickhouse_to_duckdb
+from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import BloomskipError, StorageError
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from test_dataset_query_corpus import PREDICATES, _oracle, _sample_keys
 from bloomskip import BloomskipError, Dataset
 from bloomskip._store import open_store
 from bloomskip.cli import main
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.manifest import IndexLog
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.index.segments import IndexLog
 
 
 @pytest.fixture(scope="module")

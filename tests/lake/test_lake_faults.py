@@ -18,8 +18,8 @@ from bloomskip import BloomskipError, FormatError, StorageError
 from bloomskip._cli import EXIT_INTERRUPTED, run_command
 from bloomskip._store import open_store
 from bloomskip.cli import main
-from bloomskip.dataset.lake import LakeDataset
-from bloomskip.dataset.manifest import Change, IndexLog, version_key
+from bloomskip.dataset.backends.lake import LakeDataset
+from bloomskip.dataset.index.segments import Change, IndexLog, version_key
 
 
 def _write(path, values, **columns):
@@ -279,7 +279,7 @@ def test_access_denied_is_one_line_naming_the_uri(bucket, s3_endpoint, capsys):
 def test_no_duckdb_connection_of_ours_draws_a_progress_bar(tmp_path):
     # DuckDB draws it on stdout after 2 s even into a pipe, where it would corrupt CSV output.
     from bloomskip import Dataset
-    from bloomskip.dataset.query import connect
+    from bloomskip.dataset.scan.query import connect
 
     data = tmp_path / "data"
     data.mkdir()

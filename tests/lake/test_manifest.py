@@ -13,7 +13,7 @@ import pytest
 
 from bloomskip import CommitConflictError, FormatError
 from bloomskip._store import open_store
-from bloomskip.dataset.manifest import (
+from bloomskip.dataset.index.segments import (
     Change,
     IndexLog,
     Manifest,
@@ -22,8 +22,8 @@ from bloomskip.dataset.manifest import (
     encode_manifest,
     version_key,
 )
-from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
-from bloomskip.dataset.sources import FileIdentity
+from bloomskip.dataset.index.sidecar import FileEntry, IndexSpec, Sidecar
+from bloomskip.dataset.listing.files import FileIdentity
 
 SPECS = (
     IndexSpec("INDEX a a TYPE bloom_filter(0.01) GRANULARITY 1", (("a", "Int64"),)),

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bloomskip import Dataset
-from bloomskip.dataset.manifest import (
+from bloomskip.dataset.index.segments import (
     MAX_MANIFEST_BYTES,
     decode_manifest,
     encode_manifest,

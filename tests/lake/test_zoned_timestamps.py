@@ -26,7 +26,7 @@ import pytest
 from lake_fixtures import upload
 
 from bloomskip import Dataset
-from bloomskip.dataset.sidecar import IndexSpec, read_sidecar, write_sidecar
+from bloomskip.dataset.index.sidecar import IndexSpec, read_sidecar, write_sidecar
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:

@@ -192,8 +192,8 @@ def advise(
         >>> advice.recommendations[0].index  # doctest: +SKIP
         'user_id TYPE bloom_filter(0.01)'
     """
+    from bloomskip.dataset.backends.folder import FolderDataset
     from bloomskip.dataset.dataset import Dataset
-    from bloomskip.dataset.folder import FolderDataset
 
     started = time.perf_counter()
     ds = Dataset(dataset).backend
@@ -304,7 +304,7 @@ class _Plan:
 def _plan(column: str, ds, queries: list[Query], query_columns) -> _Plan:
     from bloomskip.clickhouse.condition import compile_condition
     from bloomskip.clickhouse.ddl import quote_identifier
-    from bloomskip.dataset.build import prepare_index
+    from bloomskip.dataset.build.indexing import prepare_index
 
     mine = [(n, q) for n, (q, cols) in enumerate(zip(queries, query_columns, strict=True))
             if column in cols]  # fmt: skip
@@ -366,7 +366,7 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
     from tqdm import tqdm
 
     from bloomskip.advise.measure import distinct_items, measure
-    from bloomskip.dataset.build import worker_count
+    from bloomskip.dataset.build.indexing import worker_count
 
     finest = max(layouts, key=lambda layout: len(layout.rows))
     measured: dict = {}

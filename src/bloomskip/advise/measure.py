@@ -130,7 +130,7 @@ def sampled_units(files: Sequence, sample_rows: int | None) -> tuple[list, int]:
 
     import numpy as np
 
-    from bloomskip.dataset.sources import read_layout
+    from bloomskip.dataset.listing.files import read_layout
 
     units = []
     for number, source in enumerate(files):
@@ -176,7 +176,7 @@ def read_sample(dataset, columns: Sequence[str], sample_rows: int | None) -> Sam
     import numpy as np
     import pyarrow as pa
 
-    from bloomskip.dataset.sources import open_parquet
+    from bloomskip.dataset.listing.files import open_parquet
 
     units, total = sampled_units(dataset.files, sample_rows)
     schema = pa.schema([dataset.schema.field(name) for name in columns])
@@ -233,8 +233,12 @@ def exact_matches(sample: Sample, queries: Sequence[Query], scan_schema, rows: S
     import numpy as np
     import pyarrow as pa
 
-    from bloomskip.dataset.query import connect
-    from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds, referenced_columns
+    from bloomskip.dataset.scan.query import connect
+    from bloomskip.dataset.sql.translate import (
+        clickhouse_to_duckdb,
+        column_kinds,
+        referenced_columns,
+    )
 
     kinds = column_kinds(scan_schema)
     connection = connect()

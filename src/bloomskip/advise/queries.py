@@ -127,7 +127,7 @@ def check_queries(queries: list[Query], schema, origin: str) -> list[tuple[str, 
         [('v',)]
     """
     from bloomskip.clickhouse.condition import check_identifiers
-    from bloomskip.dataset.translate import (
+    from bloomskip.dataset.sql.translate import (
         check_where,
         clickhouse_to_duckdb,
         column_kinds,

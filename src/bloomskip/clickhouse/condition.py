@@ -431,7 +431,7 @@ def _convert_scalar(constant: _Constant, target: ClickHouseType) -> object | Non
         if kind == "date":
             days = value
         elif kind == "string":
-            # The exact filter reads the text with the same reader (dataset/translate.py).
+            # The exact filter reads the text with the same reader (dataset/sql/translate.py).
             day = read_date_text(value)
             if day is None:
                 return None

@@ -2,9 +2,10 @@
 
 One classifier answers "what kind of value does a column of this Arrow type hold" for every
 module that asks (:func:`column_kind`): the WHERE translation types its columns with it
-(:func:`bloomskip.dataset.translate.column_kinds`), a table's own file pruning keeps the columns
-it can compare (:func:`bloomskip.dataset.tables.file_pruning_predicate`), and the ClickHouse type
-a column is indexed as is built on it (:func:`bloomskip.clickhouse.types.clickhouse_type_for`).
+(:func:`bloomskip.dataset.sql.translate.column_kinds`), a table's own file pruning keeps the
+columns it can compare (:func:`bloomskip.dataset.listing.tables.formats.file_pruning_predicate`),
+and the ClickHouse type a column is indexed as is built on it
+(:func:`bloomskip.clickhouse.types.clickhouse_type_for`).
 
 One reading of a string constant compared with a date-time (:func:`read_datetime_text`), and
 one compared with a date (:func:`read_date_text`), serve the condition evaluator

@@ -17,7 +17,7 @@ the query filter, for each kind of predicate:
 Strings are split by the C tokenizer that also builds the index (one tokenizer for both
 sides, as ClickHouse's ``ITokenExtractor``). What is written here is the one reading of a LIKE
 pattern's escapes and wildcards, :func:`split_like_pattern`, which the LIKE rules, the SQL
-translation (``bloomskip.dataset.translate``) and the substring rules share. The literals a
+translation (``bloomskip.dataset.sql.translate``) and the substring rules share. The literals a
 regular expression requires are :mod:`bloomskip.clickhouse.regexp`'s.
 
 Example:

@@ -294,7 +294,7 @@ def _clickhouse_type_for(arrow_type: pa.DataType) -> str:
     if kind in ("timestamp", "timestamptz"):
         # ClickHouse reads every Parquet timestamp, zoned or not, as DateTime64(p, 'UTC') and a
         # string constant compared with it as a UTC time (verified with chdb, in any session
-        # zone); the exact filter reads it so too (dataset/translate.py). The Arrow zone only
+        # zone); the exact filter reads it so too (dataset/sql/translate.py). The Arrow zone only
         # labels the stored UTC instant, which is what is hashed: typing the column in that
         # zone would read the constant there and probe another instant.
         precision = TIME_UNIT_DIGITS[arrow_type.unit]

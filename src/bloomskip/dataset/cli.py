@@ -267,7 +267,7 @@ def _build(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
     client = None
     if args.scheduler is not None:
-        from bloomskip.dataset.lake_build import connect
+        from bloomskip.dataset.build.tasks import connect
 
         client = connect(args.scheduler)
     try:
@@ -285,44 +285,10 @@ def _build(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         warn(warning)
     if args.json:
-        print_json(_build_json(report))
-    elif hasattr(report, "version"):
-        print(
-            f"{report.index}: version {report.version}, {report.files} files, "
-            f"{len(report.rebuilt)} (re)indexed, {len(report.removed)} removed, "
-            f"{report.segments_written} new segments, {report.bytes_written:,} bytes written"
-        )
+        print_json(report.to_dict())
     else:
-        print(
-            f"{report.sidecar}: {report.files} files, {len(report.rebuilt)} (re)indexed, "
-            f"{report.index_bytes:,} bytes"
-        )
+        print(report.summary())
     return EXIT_OK
-
-
-def _build_json(report) -> dict:
-    """The fields of a ``BuildReport`` (sidecar) or ``LakeBuildReport`` (segmented index)."""
-    if hasattr(report, "version"):
-        return {
-            "index_layout": "segmented",
-            "index": str(report.index),
-            "version": report.version,
-            "files": report.files,
-            "files_reindexed": report.rebuilt,
-            "files_reindexed_from_sidecar": report.migrated,
-            "files_removed": report.removed,
-            "segments_written": report.segments_written,
-            "bytes_written": report.bytes_written,
-            "warnings": report.warnings,
-        }
-    return {
-        "index_layout": "sidecar",
-        "index": str(report.sidecar),
-        "files": report.files,
-        "files_reindexed": report.rebuilt,
-        "index_bytes": report.index_bytes,
-        "warnings": report.warnings,
-    }
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -371,7 +337,7 @@ def _plot_fill(dataset, path: str) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from bloomskip.dataset.build import index_name
+    from bloomskip.dataset.build.indexing import index_name
 
     status = _dataset(args).status()
     indexes = [{"name": index_name(item["definition"]), **item} for item in status["indexes"]]
@@ -391,8 +357,8 @@ def _compact(args: argparse.Namespace) -> int:
         print("nothing to compact: fewer than two small segments")
     else:
         print(
-            f"{report.index}: version {report.version}, {report.files} files merged into one "
-            f"segment, {report.bytes_written:,} bytes written"
+            f"{report.index}: version {report.version}, {report.files} files merged into "
+            f"{report.segments_written} segments, {report.bytes_written:,} bytes written"
         )
     return EXIT_OK
 
@@ -422,7 +388,7 @@ def _query(args: argparse.Namespace) -> int:
         observe_matches,
         write_output,
     )
-    from bloomskip.dataset.translate import referenced_columns
+    from bloomskip.dataset.sql.translate import referenced_columns
 
     if args.analyze or args.plot is not None:
         args.explain = True

@@ -19,16 +19,17 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.folder import BuildReport, FolderDataset
+from bloomskip.dataset.backends.folder import FolderDataset
+from bloomskip.dataset.build.report import BuildReport
 from bloomskip.dataset.frames import FrameConversions
 from bloomskip.dataset.locate import is_remote, local_path, table_format
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from bloomskip.dataset.lake import LakeBuildReport, LakeDataset
+    from bloomskip.dataset.backends.lake import LakeDataset
+    from bloomskip.dataset.index.sidecar import Sidecar
     from bloomskip.dataset.prune import Explanation
-    from bloomskip.dataset.sidecar import Sidecar
 
     Backend = FolderDataset | LakeDataset
 
@@ -45,12 +46,13 @@ def open_backend(
 ) -> Backend:
     """The object that lists a location's files and keeps its index (see :class:`Dataset`).
 
-    Local files without ``index_location`` get a :class:`~bloomskip.dataset.folder.FolderDataset`
+    Local files without ``index_location`` get a
+    :class:`~bloomskip.dataset.backends.folder.FolderDataset`
     (a sidecar file); a Delta or Iceberg table a
-    :class:`~bloomskip.dataset.table_dataset.TableDataset`; anything else (an object-store
+    :class:`~bloomskip.dataset.backends.table.TableDataset`; anything else (an object-store
     prefix, ``index_location``, a caller's filesystem) a
-    :class:`~bloomskip.dataset.lake.LakeDataset` (segments). Only the chosen one's module is
-    imported: local files load no object-store or table-format code.
+    :class:`~bloomskip.dataset.backends.lake.LakeDataset` (segments). Only the chosen one's module
+    is imported: local files load no object-store or table-format code.
 
     Raises:
         BloomskipError: Arguments that do not fit the location (a sidecar for a table or an
@@ -65,7 +67,7 @@ def open_backend(
                 f"{os.fspath(path)}: a table's index is segmented; give index_location "
                 "(--index-location) rather than a sidecar file"
             )
-        from bloomskip.dataset.table_dataset import TableDataset
+        from bloomskip.dataset.backends.table import TableDataset
 
         return TableDataset(
             path,
@@ -80,7 +82,7 @@ def open_backend(
             "a Delta or Iceberg table; this is not one"
         )
     if is_remote(path) or index_location is not None or filesystem is not None:
-        from bloomskip.dataset.lake import LakeDataset
+        from bloomskip.dataset.backends.lake import LakeDataset
 
         if sidecar is not None:
             raise BloomskipError(
@@ -195,12 +197,13 @@ class Dataset(FrameConversions):
         progress: bool | None = None,
         jobs: int | None = None,
         client=None,
-    ) -> BuildReport | LakeBuildReport:
+    ) -> BuildReport:
         """Build or refresh the index, indexing only new or changed files.
 
         Args:
             indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``,
-                added to the index's own (see :func:`~bloomskip.dataset.build.merge_indexes`);
+                added to the index's own (see
+                :func:`~bloomskip.dataset.build.indexing.merge_indexes`);
                 None or empty: refresh the existing definitions.
             granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule;
                 default: the index's, else ``"row-group"``. Another granule than the index's
@@ -213,9 +216,8 @@ class Dataset(FrameConversions):
             client: A ``distributed.Client`` whose workers build a segmented index.
 
         Returns:
-            A :class:`~bloomskip.dataset.folder.BuildReport` (sidecar) or a
-            :class:`~bloomskip.dataset.lake.LakeBuildReport` (segments: also the version
-            committed and the bytes written).
+            A :class:`~bloomskip.dataset.build.report.BuildReport`, the same type for either
+            layout (a segmented index's also names the version committed).
 
         Raises:
             BloomskipError: Bad definitions, no definitions and no index, a definition or
@@ -367,7 +369,7 @@ class Dataset(FrameConversions):
         """
         return self.backend.drop()
 
-    def compact(self) -> LakeBuildReport | None:
+    def compact(self) -> BuildReport | None:
         """Merge a segmented index's small segments (see ``LakeDataset.compact``).
 
         Returns:

@@ -270,7 +270,7 @@ def _run_demo(target: Path, rows: int) -> list[dict]:
     import pyarrow.parquet as pq
 
     from bloomskip.dataset.dataset import Dataset
-    from bloomskip.dataset.translate import clickhouse_to_duckdb
+    from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
     started = time.perf_counter()
     existing = sorted(target.glob("logs-*.parquet"))

@@ -17,7 +17,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from bloomskip.dataset.sources import glob_root, is_glob
+from bloomskip.dataset.listing.files import glob_root, is_glob
 
 #: A table opened through a PyIceberg catalog: ``iceberg://CATALOG/NAMESPACE.TABLE``.
 ICEBERG_SCHEME = "iceberg://"

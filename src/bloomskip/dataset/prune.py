@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.sidecar import FileEntry, Sidecar
-from bloomskip.dataset.sources import IdentityCache, Layout, SourceFile
+from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
+from bloomskip.dataset.listing.files import IdentityCache, Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
 from bloomskip.errors import FormatError
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
 
-    from bloomskip.dataset.plan import AccessPlan
+    from bloomskip.dataset.scan.plan import AccessPlan
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -47,7 +47,7 @@ class FileState:
         status: ``"indexed"``, ``"not indexed"`` or ``"changed since indexing"``.
         listed: The identity the decision was made for, which a query checks again once it
             has read the file (:func:`read_consistently`): a local file's
-            :func:`~bloomskip.dataset.sources.stat_key`, taken before its footer and layout
+            :func:`~bloomskip.dataset.listing.files.stat_key`, taken before its footer and layout
             were read; an object's listing (``ObjectInfo``). None: not checked.
     """
 
@@ -133,14 +133,14 @@ class Explanation:
     @functools.cached_property
     def plan(self) -> AccessPlan:
         """The access plan: per file read, its row groups and the row ranges within them
-        (:class:`~bloomskip.dataset.plan.AccessPlan`); what every query's scan reads.
+        (:class:`~bloomskip.dataset.scan.plan.AccessPlan`); what every query's scan reads.
 
         Example:
             >>> plan = Dataset("logs/").explain("user_id = 42").plan  # doctest: +SKIP
             >>> [(a.key, a.row_groups.tolist(), a.row_ranges.tolist()) for a in plan.files]
             [('part-3.parquet', [17], [[1114112, 1179648]])]
         """
-        from bloomskip.dataset.plan import access_plan
+        from bloomskip.dataset.scan.plan import access_plan
 
         return access_plan(
             [
@@ -206,7 +206,8 @@ def surviving_dataset(
         result: The pruning result.
         schema: The schema of the dataset returned; the files' columns are cast to it.
         table_files: For a Delta or Iceberg table, its
-            :class:`~bloomskip.dataset.tables.TableFile` per key: their partition values become
+            :class:`~bloomskip.dataset.listing.tables.formats.TableFile` per key: their partition
+            values become
             constant columns, and the rows their snapshot deleted are dropped (the row groups of
             such a file are read here, and only they).
 
@@ -364,7 +365,7 @@ def file_states(
         One :class:`FileState` per file. An entry is valid when the file's size, modification
         time and footer hash are unchanged and its granules still cover the file's rows.
     """
-    from bloomskip.dataset.sources import read_layout
+    from bloomskip.dataset.listing.files import read_layout
 
     layouts = {} if layouts is None else layouts
     identities = IdentityCache() if identities is None else identities
@@ -459,7 +460,7 @@ def read_consistently(
 
 
 def changed_on_disk(states: list[FileState]) -> list[FileState]:
-    """The local files whose :func:`~bloomskip.dataset.sources.stat_key` is no longer the
+    """The local files whose :func:`~bloomskip.dataset.listing.files.stat_key` is no longer the
     one their decision was made under (a file gone included): one ``stat`` each.
 
     The key holds the inode and the status-change time, which every write, rename or
@@ -472,7 +473,7 @@ def changed_on_disk(states: list[FileState]) -> list[FileState]:
     Returns:
         The states of the files that changed.
     """
-    from bloomskip.dataset.sources import stat_key
+    from bloomskip.dataset.listing.files import stat_key
 
     moved = []
     for state in states:
@@ -694,7 +695,7 @@ def _engine_index(number, spec, states, indexed, cache):
 
     from bloomskip.clickhouse.ddl import parse_index_definition
     from bloomskip.clickhouse.index import SkipIndex
-    from bloomskip.dataset.sidecar import join_sections
+    from bloomskip.dataset.index.sidecar import join_sections
 
     # The positions are part of the key: ``usable`` maps the index's granules to positions in
     # ``states``, and the same indexed files may sit elsewhere in another query's list (a
@@ -763,7 +764,7 @@ def predicate_atoms(where: str, limit: int | None = None) -> list[str]:
     """
     from sqlglot import exp
 
-    from bloomskip.dataset.translate import parse_where
+    from bloomskip.dataset.sql.translate import parse_where
 
     root = parse_where(where)
     atoms: dict[str, None] = {}

@@ -97,8 +97,12 @@ def _observe(result: Explanation, where: str, table_files: dict | None) -> Obser
     import numpy as np
     import pyarrow as pa
 
-    from bloomskip.dataset.query import ROW_COLUMN, _rejected, connect, interrupting_on_sigint
-    from bloomskip.dataset.translate import clickhouse_to_duckdb, column_kinds, referenced_columns
+    from bloomskip.dataset.scan.query import ROW_COLUMN, _rejected, connect, interrupting_on_sigint
+    from bloomskip.dataset.sql.translate import (
+        clickhouse_to_duckdb,
+        column_kinds,
+        referenced_columns,
+    )
 
     if result.schema_source is None:
         raise BloomskipError("this explanation has no schema: make it with Dataset.explain")
@@ -882,7 +886,7 @@ def write_output(table, output_format: str, output: str | None, connection=None)
     import duckdb
 
     from bloomskip._cli import interrupted
-    from bloomskip.dataset.query import interrupting_on_sigint
+    from bloomskip.dataset.scan.query import interrupting_on_sigint
 
     if output_format not in OUTPUT_FORMATS:
         raise BloomskipError(f"unknown format {output_format!r}; use one of {OUTPUT_FORMATS}")
@@ -938,7 +942,7 @@ def write_output(table, output_format: str, output: str | None, connection=None)
 @contextlib.contextmanager
 def _cursor_of(connection):
     """A cursor of ``connection``, or of a connection opened (and closed) for it when None."""
-    from bloomskip.dataset.query import connect
+    from bloomskip.dataset.scan.query import connect
 
     owned = connect() if connection is None else None
     cursor = (owned or connection).cursor()

@@ -1,7 +1,7 @@
 """Names shared by building and pruning a sidecar: the row-group granule and sidecar file names.
 
-Both :mod:`bloomskip.dataset.build` and :mod:`bloomskip.dataset.prune` read these, so they live
-here rather than in either of them (pruning does not depend on the build machinery).
+Both :mod:`bloomskip.dataset.build.indexing` and :mod:`bloomskip.dataset.prune` read these, so they
+live here rather than in either of them (pruning does not depend on the build machinery).
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from bloomskip.errors import BloomskipError, FormatError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from bloomskip.dataset.manifest import IndexLog, SegmentEntry
-    from bloomskip.dataset.sidecar import FileEntry
-    from bloomskip.dataset.sources import SourceFile
+    from bloomskip.dataset.index.segments import IndexLog, SegmentEntry
+    from bloomskip.dataset.index.sidecar import FileEntry
+    from bloomskip.dataset.listing.files import SourceFile
 
 
 class SegmentWriter:
@@ -77,7 +77,7 @@ class SegmentWriter:
     def log(self) -> IndexLog:
         """The index's log, where segments are written."""
         if self._log is None:
-            from bloomskip.dataset.manifest import IndexLog
+            from bloomskip.dataset.index.segments import IndexLog
 
             self._log = IndexLog(open_store(self.index_location))
         return self._log
@@ -90,7 +90,7 @@ class SegmentWriter:
 
     def source(self, listed) -> SourceFile:
         """The readable file of a listed one."""
-        from bloomskip.dataset.sources import SourceFile
+        from bloomskip.dataset.listing.files import SourceFile
 
         filesystem, base = self.filesystem()
         return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem)
@@ -126,7 +126,7 @@ class SegmentWriter:
         """
         import pyarrow as pa
 
-        from bloomskip.dataset.sources import open_parquet
+        from bloomskip.dataset.listing.files import open_parquet
 
         try:
             metadata = open_parquet(
@@ -195,8 +195,8 @@ class SegmentWriter:
         """
         import pyarrow as pa
 
-        from bloomskip.dataset.build import build_file
-        from bloomskip.dataset.sources import open_parquet
+        from bloomskip.dataset.build.indexing import build_file
+        from bloomskip.dataset.listing.files import open_parquet
 
         source = self.source(listed)
         try:
@@ -224,7 +224,7 @@ class SegmentWriter:
 
     def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
         """Write the entries of ``files`` (listed files, in key order) as one new segment."""
-        from bloomskip.dataset.sidecar import Sidecar
+        from bloomskip.dataset.index.sidecar import Sidecar
 
         sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
         identities = {listed.key: listed.identity for listed in files}

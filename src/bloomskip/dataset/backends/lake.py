@@ -29,11 +29,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
-from bloomskip.dataset.manifest import (
+from bloomskip.dataset.build.report import SEGMENTED, BuildReport
+from bloomskip.dataset.build.segment_writer import SegmentWriter, encode_schema
+from bloomskip.dataset.index.segments import (
     Change,
     IndexLog,
     Manifest,
@@ -45,9 +47,8 @@ from bloomskip.dataset.manifest import (
     is_segment_key,
     version_number,
 )
-from bloomskip.dataset.segment_writer import SegmentWriter, encode_schema
-from bloomskip.dataset.sidecar import FileEntry, Sidecar
-from bloomskip.dataset.sources import Layout, SourceFile
+from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
+from bloomskip.dataset.listing.files import Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import (
     BloomskipError,
@@ -88,34 +89,6 @@ class ListedFile:
         """What the manifest records (see ``ObjectInfo.identity``); None: it cannot be told
         apart from a rewrite, so the file is never pruned."""
         return self.info.identity
-
-
-@dataclass
-class LakeBuildReport:
-    """What :meth:`LakeDataset.build_index` did.
-
-    Attributes:
-        index: The index location.
-        files: Files in the dataset.
-        rebuilt: Keys of the files (re)indexed.
-        removed: Keys of files dropped from the index because they no longer exist.
-        version: The manifest version committed (the previous one when nothing changed).
-        segments_written: New segment objects.
-        bytes_written: Bytes of the new segments and the manifest.
-        warnings: One line per index no predicate can ever use, or file left unindexed.
-        migrated: Keys among ``rebuilt`` whose index was taken from the folder's single-file
-            sidecar (unchanged files, same definitions) rather than from their data.
-    """
-
-    index: str
-    files: int
-    rebuilt: list[str]
-    removed: list[str]
-    version: int
-    segments_written: int
-    bytes_written: int
-    warnings: list[str] = field(default_factory=list)
-    migrated: list[str] = field(default_factory=list)
 
 
 class LakeDataset:
@@ -307,7 +280,7 @@ class LakeDataset:
         progress: bool | None = None,
         jobs: int | None = None,
         client=None,
-    ) -> LakeBuildReport:
+    ) -> BuildReport:
         """Index the files that are new or changed since the newest version; commit a version.
 
         The files are planned into tasks (batches of about 1 GiB, in key order); each task
@@ -326,7 +299,7 @@ class LakeDataset:
 
         Args:
             indexes: ClickHouse index definitions, added to the index's own (see
-                :func:`~bloomskip.dataset.build.merge_indexes`); None or empty: refresh.
+                :func:`~bloomskip.dataset.build.indexing.merge_indexes`); None or empty: refresh.
             granule: ``"row-group"`` or rows per granule; default: the index's own.
             replace: Let a definition replace the index's definition of the same name, and a
                 new granule replace its granule.
@@ -338,7 +311,7 @@ class LakeDataset:
                 back. ``jobs`` is then unused.
 
         Returns:
-            A :class:`LakeBuildReport`.
+            A :class:`BuildReport`.
 
         Raises:
             BloomskipError: Bad definitions, no definitions and no (readable) index, a
@@ -348,7 +321,7 @@ class LakeDataset:
                 defines too, meanwhile; or other builds kept changing the definitions.
             StorageError: The index location cannot be written.
         """
-        from bloomskip.dataset.build import worker_count
+        from bloomskip.dataset.build.indexing import worker_count
 
         jobs = worker_count() if jobs is None else jobs
         files, versions = self.list_files()
@@ -394,7 +367,7 @@ class LakeDataset:
 
     def _build_on(
         self, manifest, files, prepared, granule, progress, jobs, client, unreadable=()
-    ) -> LakeBuildReport:
+    ) -> BuildReport:
         """One round of :meth:`build_index`: index what ``manifest`` lacks and commit.
 
         Args:
@@ -404,17 +377,17 @@ class LakeDataset:
             granule: The round's granule.
             progress, jobs, client: As :meth:`build_index` takes them.
             unreadable: One line per newer version that does not read
-                (:meth:`~bloomskip.dataset.manifest.IndexLog.latest_readable`): a version is
+                (:meth:`~bloomskip.dataset.index.segments.IndexLog.latest_readable`): a version is
                 committed over them even when nothing else changed, and each is a warning.
 
         Returns:
-            The round's :class:`LakeBuildReport`.
+            The round's :class:`BuildReport`.
 
         Raises:
             _DefinitionsChanged: Another build changed the definitions meanwhile; the
                 round's segments are deleted (no version names them).
         """
-        from bloomskip.dataset.build import never_used_warnings
+        from bloomskip.dataset.build.indexing import never_used_warnings
 
         specs = tuple(item.spec for item in prepared)
         same = manifest is not None and (manifest.indexes, manifest.granule) == (specs, granule)
@@ -450,6 +423,7 @@ class LakeDataset:
             and not unreadable  # a new version supersedes them
         )
         committed_before = self.log.store.stats.bytes_written
+        committed = None
         if not segments and not removed and unchanged:
             version = manifest.version
         else:
@@ -463,7 +437,8 @@ class LakeDataset:
                 table=table,
             )
             try:
-                version = self.log.commit(change).version
+                committed = self.log.commit(change)
+                version = committed.version
             except _DefinitionsChanged:
                 # No version names these segments and no other build knows their keys: they
                 # go now rather than at a vacuum an hour later.
@@ -471,20 +446,23 @@ class LakeDataset:
                     self.log.store.delete(segment.key)
                 raise
         commit_bytes = self.log.store.stats.bytes_written - committed_before
+        live = manifest.segments if committed is None else committed.segments
         base = f"version {manifest.version}, the newest readable one" if manifest else "no index"
         warnings += [
             f"{line}; this build started from {base}, and committed version {version}"
             for line in unreadable
         ]
-        return LakeBuildReport(
+        return BuildReport(
             self.index_location,
+            SEGMENTED,
             len(files),
             [listed.key for listed in todo],
+            sum(segment.size for segment in live),
+            # Segments are counted by their size: a task on Dask writes through its own store.
+            sum(segment.size for segment in segments) + commit_bytes,
             removed,
             version,
             len(segments),
-            # Segments are counted by their size: a task on Dask writes through its own store.
-            sum(segment.size for segment in segments) + commit_bytes,
             warnings,
             migrated,
         )
@@ -502,7 +480,7 @@ class LakeDataset:
 
     def _prepare(self, indexes, granule, replace, manifest, files):
         """The merged definitions and the granule of a build (see ``build.merge_indexes``)."""
-        from bloomskip.dataset.build import merge_indexes, prepare_index, resolve_granule
+        from bloomskip.dataset.build.indexing import merge_indexes, prepare_index, resolve_granule
 
         if not indexes and manifest is None:
             raise BloomskipError("no --index given and no existing index to refresh")
@@ -527,8 +505,8 @@ class LakeDataset:
         files unchanged since (size, modification time and footer hash), so that the first
         segmented build migrates them instead of reading the data again."""
         from bloomskip._store import LocalStore
+        from bloomskip.dataset.index.sidecar import read_sidecar
         from bloomskip.dataset.locate import default_sidecar_path
-        from bloomskip.dataset.sidecar import read_sidecar
 
         if not isinstance(self.store, LocalStore) or self._given_filesystem is not None:
             return {}
@@ -547,8 +525,8 @@ class LakeDataset:
     ) -> list[SegmentEntry]:
         """Plan the files into tasks, run them (in this process on threads, or on Dask), and
         return their segments in plan order (files migrated from a sidecar first)."""
-        from bloomskip.dataset import lake_build
-        from bloomskip.dataset.build import progress_bar, reuse_entry
+        from bloomskip.dataset.build import tasks as lake_build
+        from bloomskip.dataset.build.indexing import progress_bar, reuse_entry
 
         segments: list[SegmentEntry] = []
         kept = {}
@@ -652,7 +630,7 @@ class LakeDataset:
     def _describe(explanation: Explanation) -> int:
         """Give the files with surviving row groups their full layout (footer); returns how
         many footers were read."""
-        from bloomskip.dataset.sources import read_layout
+        from bloomskip.dataset.listing.files import read_layout
 
         read = 0
         for state, keep in zip(explanation.files, explanation.keep, strict=True):
@@ -702,8 +680,8 @@ class LakeDataset:
     def _states(self, files, manifest, where, warnings):
         import numpy as np
 
+        from bloomskip.dataset.listing.files import read_layout
         from bloomskip.dataset.prune import CHANGED, INDEXED, NOT_INDEXED, FileState
-        from bloomskip.dataset.sources import read_layout
 
         covered = self._coverage(files, manifest)
         useful = self._useful_indexes(manifest, where) if manifest is not None else []
@@ -803,7 +781,7 @@ class LakeDataset:
 
         schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
         held = self.writer.unify(schemas, [item.key for item in files])
-        # The columns of key=value folders follow the files' own (dataset/hive.py).
+        # The columns of key=value folders follow the files' own (dataset/listing/hive.py).
         return pa.schema(list(held) + list(self._partitioning(files, held).fields))
 
     def _file_schemas(self, files, manifest) -> list[pa.Schema]:
@@ -834,7 +812,7 @@ class LakeDataset:
             schema: The columns the files hold, or the whole schema (partition columns
                 already typed in it keep their types).
         """
-        from bloomskip.dataset.hive import partitioning
+        from bloomskip.dataset.listing.hive import partitioning
 
         return partitioning(
             [str(self.writer.source(item).path) for item in files],
@@ -867,7 +845,7 @@ class LakeDataset:
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused:
         connecting costs 10-30 ms)."""
-        from bloomskip.dataset.query import connect
+        from bloomskip.dataset.scan.query import connect
 
         if self._connection is None:
             self._connection = connect()
@@ -905,7 +883,7 @@ class LakeDataset:
     def _table_files(self, explanation: Explanation) -> dict | None:
         """The partition values of the files' ``key=value`` folders, as the scan adds them
         (``TableFile`` by key), or None without such folders (the schema is then not read)."""
-        from bloomskip.dataset.hive import partitioning, path_partitions
+        from bloomskip.dataset.listing.hive import partitioning, path_partitions
 
         states = explanation.files
         if not states or not path_partitions(str(states[0].source.path)):
@@ -919,7 +897,7 @@ class LakeDataset:
         ).table_files()
 
     def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
-        from bloomskip.dataset.query import run_query
+        from bloomskip.dataset.scan.query import run_query
 
         # A table's files carry its partition values and deletes: pyarrow reads them.
         agree = not table_files and explanation.files_agree is not None
@@ -986,7 +964,7 @@ class LakeDataset:
             "unreadable_versions": unreadable,
         }
 
-    def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> LakeBuildReport | None:
+    def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> BuildReport | None:
         """Merge the segments smaller than ``small_bytes`` into fewer segments; commit.
 
         The merged segments are bounded as a build's are (:data:`SEGMENT_TARGET_BYTES`), so
@@ -1052,14 +1030,15 @@ class LakeDataset:
             manifest.granule, manifest.indexes, written, only_if_in=frozenset(merged_from)
         )
         committed = self.log.commit(change)
-        return LakeBuildReport(
+        return BuildReport(
             self.index_location,
+            SEGMENTED,
             sum(len(segment.files) for segment in written),
             [],
-            [],
-            committed.version,
-            len(written),
+            sum(segment.size for segment in committed.segments),
             self.log.store.stats.bytes_written - written_before,
+            version=committed.version,
+            segments_written=len(written),
         )
 
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
@@ -1143,4 +1122,4 @@ def _snapshot(*stats: IOStats) -> tuple[int, int]:
     return sum(item.requests for item in seen), sum(item.bytes_read for item in seen)
 
 
-__all__ = ["LakeBuildReport", "LakeDataset", "ListedFile"]
+__all__ = ["LakeDataset", "ListedFile"]

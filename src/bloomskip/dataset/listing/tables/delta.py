@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from bloomskip._store import one_line
-from bloomskip.dataset.table_snapshot import TableFile, TableSnapshot, parse_timestamp
+from bloomskip.dataset.listing.tables.snapshot import TableFile, TableSnapshot, parse_timestamp
 from bloomskip.errors import BloomskipError, StorageError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def open_delta(
         as_of: An ISO-8601 timestamp: the newest version committed at or before it.
 
     Returns:
-        A :class:`~bloomskip.dataset.table_snapshot.TableSnapshot`.
+        A :class:`~bloomskip.dataset.listing.tables.snapshot.TableSnapshot`.
 
     Raises:
         BloomskipError: Not a Delta table, a version that does not exist, or a reader feature

@@ -26,14 +26,14 @@ from datetime import UTC
 from typing import TYPE_CHECKING
 
 from bloomskip._store import one_line, open_store
-from bloomskip.dataset.locate import (
-    ICEBERG_SCHEME,
-    iceberg_metadata_names,
-)
-from bloomskip.dataset.table_snapshot import (
+from bloomskip.dataset.listing.tables.snapshot import (
     TableFile,
     TableSnapshot,
     parse_timestamp,
+)
+from bloomskip.dataset.locate import (
+    ICEBERG_SCHEME,
+    iceberg_metadata_names,
 )
 from bloomskip.errors import BloomskipError, StorageError
 
@@ -59,8 +59,8 @@ def open_iceberg(
             in the table's snapshot log committed at or before it).
 
     Returns:
-        A :class:`~bloomskip.dataset.table_snapshot.TableSnapshot`; a table without a snapshot
-        has no files.
+        A :class:`~bloomskip.dataset.listing.tables.snapshot.TableSnapshot`; a table without a
+        snapshot has no files.
 
     Raises:
         BloomskipError: A bad URI, a snapshot that does not exist, or a table feature whose

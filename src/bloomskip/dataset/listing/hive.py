@@ -221,7 +221,7 @@ class Partitioning:
         None when there is no partition column."""
         if not self.types:
             return None
-        from bloomskip.dataset.table_snapshot import TableFile
+        from bloomskip.dataset.listing.tables.snapshot import TableFile
 
         return {key: TableFile(key, 0, None, values) for key, values in self.values.items()}
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from bloomskip._store import ObjectInfo, Store, coalesce
-from bloomskip.dataset.sidecar import (
+from bloomskip.dataset.index.sidecar import (
     FileEntry,
     IndexSpec,
     Sidecar,
@@ -258,7 +258,7 @@ def concurrent_edit(
         "another build changed index 'k' meanwhile (to INDEX k k TYPE bloom_filter GRANULARITY 1)"
     """
     from bloomskip.clickhouse.ddl import parse_index_definition
-    from bloomskip.dataset.build import index_name
+    from bloomskip.dataset.build.indexing import index_name
 
     def by_name(specs: Iterable[IndexSpec]) -> dict[str, IndexSpec]:
         return {index_name(spec.definition): spec for spec in specs}
@@ -277,7 +277,7 @@ def concurrent_edit(
 
 
 def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
-    from bloomskip.dataset.build import index_number
+    from bloomskip.dataset.build.indexing import index_number
 
     if base is None:
         raise BloomskipError("there is no index to drop an index from")

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from bloomskip._store import one_line
-from bloomskip.dataset.segment_writer import SegmentWriter
+from bloomskip.dataset.build.segment_writer import SegmentWriter
 from bloomskip.errors import BloomskipError
 
 #: A task covers about this many bytes of Parquet. Each task writes one segment, and a query
@@ -140,7 +140,7 @@ def plan_tasks(
 
     Example:
         >>> from bloomskip._store import ObjectInfo
-        >>> from bloomskip.dataset.lake import ListedFile
+        >>> from bloomskip.dataset.backends.lake import ListedFile
         >>> files = [ListedFile(f"{n}.parquet", ObjectInfo("", 60, 0)) for n in range(5)]
         >>> [len(task.files) for task in plan_tasks(files, target_bytes=100, max_files=10)]
         [2, 2, 1]
@@ -259,7 +259,7 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
         BloomskipError: The file changed between its parts.
         StorageError: The segment cannot be written.
     """
-    from bloomskip.dataset import build
+    from bloomskip.dataset.build import indexing as build
 
     started = time.perf_counter()
     with _task_errors(task):
@@ -402,7 +402,7 @@ def _check_workers(client) -> None:
     Raises:
         BloomskipError: A worker lacks bloomskip (the worker is named).
     """
-    answers = client.run(exec, "import bloomskip.dataset.lake_build", on_error="return")
+    answers = client.run(exec, "import bloomskip.dataset.build.tasks", on_error="return")
     for worker, answer in sorted(answers.items()):
         if isinstance(answer, BaseException):
             raise BloomskipError(

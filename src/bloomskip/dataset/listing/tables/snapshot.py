@@ -1,7 +1,8 @@
 """A table's snapshot as every table format gives it (docs/tables.md).
 
-:mod:`bloomskip.dataset.delta` and :mod:`bloomskip.dataset.iceberg` each map their own metadata,
-field by field, onto the :class:`TableSnapshot` below; :mod:`bloomskip.dataset.tables` chooses
+:mod:`bloomskip.dataset.listing.tables.delta` and :mod:`bloomskip.dataset.listing.tables.iceberg`
+each map their own metadata, field by field, onto the :class:`TableSnapshot` below;
+:mod:`bloomskip.dataset.listing.tables.formats` chooses
 the format of a location and opens it. The format modules import this module, not the
 dispatcher that imports them.
 
@@ -65,8 +66,8 @@ class TableSnapshot:
         is_latest: Whether this is the table's newest snapshot.
         keep_files: The table's own file pruning (partition values, file statistics): given a
             predicate in the small SQL subset
-            :func:`~bloomskip.dataset.tables.file_pruning_predicate` writes, the keys of
-            the files that may hold matching rows (a superset; never fewer).
+            :func:`~bloomskip.dataset.listing.tables.formats.file_pruning_predicate` writes, the
+            keys of the files that may hold matching rows (a superset; never fewer).
     """
 
     format: str

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bloomskip.dataset.sources import IdentityCache, stat_key
+from bloomskip.dataset.listing.files import IdentityCache, stat_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from bloomskip.dataset.sidecar import Sidecar
+    from bloomskip.dataset.index.sidecar import Sidecar
 
 
 @dataclass
@@ -48,7 +48,7 @@ class DatasetCache:
         uniform: Whether every file has the same Arrow and Parquet schema (valid once
             :attr:`file_schemas` is set).
         partitioning: The partition columns of the files' ``key=value`` folders and their
-            values (``dataset/hive.py``), once derived.
+            values (``dataset/listing/hive.py``), once derived.
 
     Example:
         >>> cache = DatasetCache()
@@ -76,7 +76,7 @@ class DatasetCache:
         """Invalidate the cache when a file or the sidecar changed since the last refresh.
 
         Args:
-            keys: The :func:`~bloomskip.dataset.sources.stat_key` of each of the dataset's
+            keys: The :func:`~bloomskip.dataset.listing.files.stat_key` of each of the dataset's
                 files, as its listing took them (the files are not stat-ed again).
             sidecar: The sidecar's path (it may not exist; it is stat-ed).
 

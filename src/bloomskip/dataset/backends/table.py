@@ -1,7 +1,8 @@
 """A Delta Lake or Iceberg table with a segmented skip index, queried at any snapshot.
 
-A :class:`TableDataset` is a :class:`~bloomskip.dataset.lake.LakeDataset` whose files are a
-table snapshot's data files (:mod:`bloomskip.dataset.tables`), not whatever its storage holds:
+A :class:`TableDataset` is a :class:`~bloomskip.dataset.backends.lake.LakeDataset` whose files are a
+table snapshot's data files (:mod:`bloomskip.dataset.listing.tables.formats`), not whatever its
+storage holds:
 
 * a build indexes the newest snapshot's files that no live segment covers, drops the files
   later snapshots removed, and records the snapshot in the manifest;
@@ -26,15 +27,15 @@ import os
 from typing import TYPE_CHECKING
 
 from bloomskip._store import ObjectInfo
-from bloomskip.dataset.lake import LakeDataset, ListedFile
-from bloomskip.dataset.manifest import identity_matches
-from bloomskip.dataset.tables import file_pruning_predicate, open_table
+from bloomskip.dataset.backends.lake import LakeDataset, ListedFile
+from bloomskip.dataset.index.segments import identity_matches
+from bloomskip.dataset.listing.tables.formats import file_pruning_predicate, open_table
 from bloomskip.errors import BloomskipError, FormatError, StorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from bloomskip.dataset.manifest import Manifest
+    from bloomskip.dataset.index.segments import Manifest
     from bloomskip.dataset.prune import Explanation
 
 
@@ -222,7 +223,7 @@ class TableDataset(LakeDataset):
 
     def _partitioning(self, files, schema):
         """None: a table's partition values are its log's, never its folder names."""
-        from bloomskip.dataset.hive import Partitioning
+        from bloomskip.dataset.listing.hive import Partitioning
 
         return Partitioning((), {}, {})
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bloomskip._atomic import atomic_writer
-from bloomskip.dataset.sources import FileIdentity
+from bloomskip.dataset.listing.files import FileIdentity
 from bloomskip.errors import FormatError
 
 MAGIC = b"BSKIPIDX"

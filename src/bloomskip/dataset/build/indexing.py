@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from bloomskip.dataset.sidecar import FileEntry, IndexSpec, Sidecar
-from bloomskip.dataset.sources import OpenedParquet, SourceFile, open_parquet, read_layout
+from bloomskip.dataset.index.sidecar import FileEntry, IndexSpec, Sidecar
+from bloomskip.dataset.listing.files import OpenedParquet, SourceFile, open_parquet, read_layout
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
 from bloomskip.errors import BloomskipError, FormatError
 

@@ -2,11 +2,12 @@
 
 A table's data files come from its log or metadata at one snapshot, never from listing its
 storage: a folder of a Delta table also holds the files its log has removed. Each format module
-(:mod:`bloomskip.dataset.delta`, :mod:`bloomskip.dataset.iceberg`) maps its own metadata field
-by field onto a :class:`~bloomskip.dataset.table_snapshot.TableSnapshot` (defined there, also
-importable from here); this module tells which format a location holds and opens it, and
+(:mod:`bloomskip.dataset.listing.tables.delta`, :mod:`bloomskip.dataset.listing.tables.iceberg`)
+maps its own metadata field
+by field onto a :class:`~bloomskip.dataset.listing.tables.snapshot.TableSnapshot` (defined there,
+also importable from here); this module tells which format a location holds and opens it, and
 writes the part of a WHERE a table's own file pruning can use.
-:class:`~bloomskip.dataset.table_dataset.TableDataset` indexes and queries the snapshot.
+:class:`~bloomskip.dataset.backends.table.TableDataset` indexes and queries the snapshot.
 
 Example:
     >>> snapshot = open_table("logs_delta/", version=3)  # doctest: +SKIP
@@ -20,12 +21,12 @@ import os
 from typing import TYPE_CHECKING
 
 from bloomskip.clickhouse.kinds import column_kind
-from bloomskip.dataset.locate import ICEBERG_SCHEME, table_format
-from bloomskip.dataset.table_snapshot import (
+from bloomskip.dataset.listing.tables.snapshot import (
     TableFile,
     TableSnapshot,
     parse_timestamp,
 )
+from bloomskip.dataset.locate import ICEBERG_SCHEME, table_format
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
@@ -79,12 +80,12 @@ def open_table(
             raise BloomskipError(
                 "--version is a Delta version; an Iceberg table takes --snapshot-id"
             )
-        from bloomskip.dataset.iceberg import open_iceberg
+        from bloomskip.dataset.listing.tables.iceberg import open_iceberg
 
         return open_iceberg(text, snapshot_id=snapshot_id, as_of=as_of)
     if snapshot_id is not None:
         raise BloomskipError("--snapshot-id is an Iceberg snapshot; a Delta table takes --version")
-    from bloomskip.dataset.delta import open_delta
+    from bloomskip.dataset.listing.tables.delta import open_delta
 
     return open_delta(text, version=version, as_of=as_of)
 

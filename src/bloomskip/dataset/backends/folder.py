@@ -2,32 +2,31 @@
 
 :class:`FolderDataset` is what a :class:`~bloomskip.Dataset` over local files without
 ``index_location`` holds: it lists the files (each stat-ed once per call) and keeps the index
-in one sidecar file (``dataset/sidecar.py``).
+in one sidecar file (``dataset/index/sidecar.py``).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.cache import DatasetCache
+from bloomskip.dataset.backends.cache import DatasetCache
+from bloomskip.dataset.build.report import SIDECAR, BuildReport
+from bloomskip.dataset.listing.files import discover, glob_root, is_glob
 from bloomskip.dataset.locate import (
     DIRECTORY_SIDECAR,
     default_sidecar_path,
     indexed_folder,
     local_path,
 )
-from bloomskip.dataset.sources import discover, glob_root, is_glob
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from bloomskip.dataset.index.sidecar import Sidecar
     from bloomskip.dataset.prune import Explanation
-    from bloomskip.dataset.sidecar import Sidecar
 
 
 def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
@@ -54,31 +53,11 @@ def _schema_text(schema) -> str:
 def _new_connection():
     """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
 
-    from bloomskip.dataset.query import connect
+    from bloomskip.dataset.scan.query import connect
 
     connection = connect()
     connection.execute("SET GLOBAL parquet_metadata_cache = true")
     return connection
-
-
-@dataclass
-class BuildReport:
-    """What :meth:`Dataset.build_index` did.
-
-    Attributes:
-        sidecar: Path of the sidecar written.
-        files: Files in the dataset.
-        rebuilt: Relative paths of the files (re)indexed; the others were reused.
-        index_bytes: Size of the sidecar in bytes.
-        warnings: One line per index no predicate can ever use (e.g. a text index over a
-            type ClickHouse never evaluates it for).
-    """
-
-    sidecar: Path
-    files: int
-    rebuilt: list[str]
-    index_bytes: int
-    warnings: list[str] = dataclass_field(default_factory=list)
 
 
 class FolderDataset:
@@ -211,7 +190,7 @@ class FolderDataset:
     def _schema(self) -> pa.Schema:
         import pyarrow as pa
 
-        from bloomskip.dataset.hive import partitioning
+        from bloomskip.dataset.listing.hive import partitioning
         from bloomskip.dataset.vocabulary import relative_to
 
         if self._cache.schema is None:
@@ -219,7 +198,7 @@ class FolderDataset:
             for schema in self._file_schemas():
                 for field in schema:
                     fields.setdefault(field.name, field)
-            # The columns of key=value folders follow the files' own (dataset/hive.py).
+            # The columns of key=value folders follow the files' own (dataset/listing/hive.py).
             self._cache.partitioning = partitioning(
                 [str(source.path) for source in self.files],
                 {name: field.type for name, field in fields.items()},
@@ -232,7 +211,7 @@ class FolderDataset:
 
     def _partitioning(self):
         """The partition columns of the files' ``key=value`` folders and their values."""
-        from bloomskip.dataset.hive import Partitioning, path_partitions
+        from bloomskip.dataset.listing.hive import Partitioning, path_partitions
 
         if self._cache.partitioning is None and not path_partitions(str(self.files[0].path)):
             return Partitioning((), {}, {})  # no partition folder: no footer is read for it
@@ -363,8 +342,8 @@ class FolderDataset:
         import duckdb
         import pyarrow as pa
 
-        from bloomskip.dataset.query import aliased_scan_source, full_scan_source
-        from bloomskip.dataset.translate import duckdb_aliases
+        from bloomskip.dataset.scan.query import aliased_scan_source, full_scan_source
+        from bloomskip.dataset.sql.translate import duckdb_aliases
         from bloomskip.dataset.vocabulary import relative_to
         from bloomskip.errors import BloomskipError
 
@@ -426,7 +405,7 @@ class FolderDataset:
         return self._load_index(self._index_in_use()[0])
 
     def _load_index(self, path: Path) -> Sidecar | None:
-        from bloomskip.dataset.sidecar import read_sidecar
+        from bloomskip.dataset.index.sidecar import read_sidecar
         from bloomskip.errors import FormatError
 
         cache = self._cache
@@ -456,7 +435,8 @@ class FolderDataset:
 
         Args:
             indexes: ClickHouse index definitions, e.g. ``"user_id TYPE bloom_filter(0.01)"``,
-                added to the sidecar's own (see :func:`~bloomskip.dataset.build.merge_indexes`;
+                added to the sidecar's own (see
+                :func:`~bloomskip.dataset.build.indexing.merge_indexes`;
                 only the new ones are computed for files already indexed). None or empty:
                 refresh the existing definitions.
             granule: ``"row-group"`` (a record batch for Arrow IPC) or rows per granule;
@@ -486,20 +466,20 @@ class FolderDataset:
             ... # doctest: +SKIP
             ['part-0.parquet', 'part-1.parquet']
         """
-        from bloomskip.dataset.build import build_lock
+        from bloomskip.dataset.build.indexing import build_lock
 
         with build_lock(self.sidecar_path):
             return self._build_locked(indexes, granule, replace, progress, jobs, client)
 
     def _build_locked(self, indexes, granule, replace, progress, jobs, client) -> BuildReport:
-        from bloomskip.dataset.build import (
+        from bloomskip.dataset.build.indexing import (
             build_sidecar,
             merge_indexes,
             never_used_warnings,
             prepare_index,
             resolve_granule,
         )
-        from bloomskip.dataset.sidecar import FORMAT_VERSION, write_sidecar
+        from bloomskip.dataset.index.sidecar import FORMAT_VERSION, write_sidecar
         from bloomskip.errors import BloomskipError, FormatError
 
         self._current()
@@ -544,13 +524,14 @@ class FolderDataset:
         sidecar, rebuilt = build_sidecar(
             self.files, self.root, prepared, granule, previous, progress, jobs
         )
-        if (
+        written = (
             rebuilt
             or previous is None
             or list(previous.indexes) != [item.spec for item in prepared]
             or previous.format_version != FORMAT_VERSION  # upgraded to the current format
             or len(previous.files) != len(sidecar.files)
-        ):
+        )
+        if written:
             try:
                 write_sidecar(sidecar, self.sidecar_path)
             except OSError as exc:
@@ -561,12 +542,16 @@ class FolderDataset:
                 f"{self.path} was served by the folder's index {borrowed}; it now has its own "
                 f"index {self.sidecar_path}, which serves it instead (its definitions only)"
             )
+        size = self.sidecar_path.stat().st_size
         return BuildReport(
-            self.sidecar_path,
+            str(self.sidecar_path),
+            SIDECAR,
             len(self.files),
             rebuilt,
-            self.sidecar_path.stat().st_size,
-            warnings,
+            size,
+            size if written else 0,
+            removed=sorted(previous.files.keys() - sidecar.files.keys()) if previous else [],
+            warnings=warnings,
         )
 
     def status(self) -> dict:
@@ -581,8 +566,8 @@ class FolderDataset:
         Raises:
             FormatError: The sidecar is corrupt (named, with the field).
         """
+        from bloomskip.dataset.index.sidecar import SectionPayloads
         from bloomskip.dataset.prune import CHANGED, file_states
-        from bloomskip.dataset.sidecar import SectionPayloads
 
         self._current()
         path, root = self._index_in_use()
@@ -640,8 +625,8 @@ class FolderDataset:
         Raises:
             BloomskipError: No sidecar, or no index of that name (the names are listed).
         """
-        from bloomskip.dataset.build import build_lock, index_number, select_indexes
-        from bloomskip.dataset.sidecar import Sidecar, write_sidecar
+        from bloomskip.dataset.build.indexing import build_lock, index_number, select_indexes
+        from bloomskip.dataset.index.sidecar import Sidecar, write_sidecar
         from bloomskip.errors import BloomskipError
 
         if self._borrowed():
@@ -686,7 +671,7 @@ class FolderDataset:
         Raises:
             BloomskipError: There is no sidecar, or it cannot be deleted.
         """
-        from bloomskip.dataset.build import build_lock
+        from bloomskip.dataset.build.indexing import build_lock
         from bloomskip.errors import BloomskipError
 
         if self._borrowed() or not self.sidecar_path.exists():
@@ -727,7 +712,7 @@ class FolderDataset:
             [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
         from bloomskip.dataset.prune import CHANGED, file_states, prune
-        from bloomskip.dataset.translate import check_where
+        from bloomskip.dataset.sql.translate import check_where
         from bloomskip.errors import BloomskipError, FormatError
 
         check_where(where)  # a malformed WHERE is the user's error, reported before any work
@@ -837,7 +822,7 @@ class FolderDataset:
             12
         """
         from bloomskip.dataset.prune import changed_on_disk, read_consistently
-        from bloomskip.dataset.query import run_query
+        from bloomskip.dataset.scan.query import run_query
 
         def read(decision: Explanation) -> pa.Table:
             # Checked against the decision's keys: a file whose key the decision took after

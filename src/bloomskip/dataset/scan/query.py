@@ -20,8 +20,8 @@ import logging
 import os
 
 from bloomskip._cli import interrupted
-from bloomskip.dataset.plan import group_ranges
 from bloomskip.dataset.prune import Explanation, surviving_dataset
+from bloomskip.dataset.scan.plan import group_ranges
 from bloomskip.errors import BloomskipError, FormatError
 
 # The SQL given to DuckDB and its full error messages (``bloomskip query --debug``).
@@ -174,7 +174,7 @@ def full_scan_source(files) -> str:
         "read_parquet(['/d/a.parquet', '/d/b.parquet'], union_by_name = true)"
     """
     listing = ", ".join(_quoted(source.path) for source in files)
-    # The partition columns of key=value folders are bloomskip's own (dataset/hive.py).
+    # The partition columns of key=value folders are bloomskip's own (dataset/listing/hive.py).
     return f"read_parquet([{listing}], union_by_name = true, hive_partitioning = false)"
 
 
@@ -284,7 +284,7 @@ def locate_matches(
         limit: Locate at most this many rows (at most ``cap``) and never give up: the query
             has a LIMIT, any ``limit`` matching rows are an answer.
         lookup: The same condition as integer equality tests
-            (:func:`~bloomskip.dataset.translate.integer_lookup`): evaluated with
+            (:func:`~bloomskip.dataset.sql.translate.integer_lookup`): evaluated with
             ``pyarrow.compute``, which skips DuckDB's per-query overhead.
 
     Returns:
@@ -457,7 +457,7 @@ def _distinct(numbers):
 
 
 def _lookup_mask(table, terms: tuple):
-    """Evaluate :func:`~bloomskip.dataset.translate.integer_lookup` terms on ``table``.
+    """Evaluate :func:`~bloomskip.dataset.sql.translate.integer_lookup` terms on ``table``.
 
     Returns:
         A numpy bool array (NULL read as FALSE, exact for AND/OR of equality tests), or None
@@ -574,7 +574,7 @@ def select_list(
         >>> select_list("s AS t, k")
         '"s" AS "t", "k" AS "k"'
     """
-    from bloomskip.dataset.translate import clickhouse_to_duckdb
+    from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
     renamed = dict(aliases)
     if columns is None or (isinstance(columns, str) and columns.strip() == "*"):
@@ -585,7 +585,7 @@ def select_list(
         from sqlglot import exp
 
         from bloomskip._sql import SQLSyntaxError, parse_clickhouse
-        from bloomskip.dataset.translate import UnsupportedPredicateError
+        from bloomskip.dataset.sql.translate import UnsupportedPredicateError
 
         try:
             expressions = parse_clickhouse(f"SELECT {columns}").expressions
@@ -608,7 +608,7 @@ def select_list(
         known = dict(kinds)
         for name in columns:
             if name not in known:
-                from bloomskip.dataset.translate import UnsupportedPredicateError
+                from bloomskip.dataset.sql.translate import UnsupportedPredicateError
 
                 raise UnsupportedPredicateError(
                     f"Unknown expression or function identifier `{name}`"
@@ -677,7 +677,7 @@ def run_query(
         uniform: Whether every file has the same schema; when not, one ``union_by_name``
             reader over all files reads the surviving row groups (:func:`unified_source`).
         table_files: The partition values of each file (``TableFile`` by relative path), from
-            its ``key=value`` folders (``dataset/hive.py``): such files are read through
+            its ``key=value`` folders (``dataset/listing/hive.py``): such files are read through
             pyarrow, with those values as columns.
         by_path: Whether DuckDB may read the files itself by their paths (local files whose
             types it reads as ``schema`` says); when not, pyarrow reads them (cast to
@@ -695,7 +695,7 @@ def run_query(
     """
     import duckdb
 
-    from bloomskip.dataset.translate import (
+    from bloomskip.dataset.sql.translate import (
         clickhouse_to_duckdb_tables,
         column_kinds,
         conjunctions_under_or,
@@ -910,7 +910,7 @@ def _read_groups(
 
 def _locate(cursor, result: Explanation, where: str, condition: str, limit: int | None):
     """:func:`locate_matches` when locating can save reading columns, else None."""
-    from bloomskip.dataset.translate import integer_lookup, referenced_columns
+    from bloomskip.dataset.sql.translate import integer_lookup, referenced_columns
 
     some_skipped = not all(keep.all() for keep in result.keep)
     # With one surviving row group there is no false positive to save: DuckDB's own filtered

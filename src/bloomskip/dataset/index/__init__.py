@@ -1,0 +1,1 @@
+"""Where an index lives, and its on-disk layouts (the single-file sidecar, segments)."""

@@ -1,0 +1,1 @@
+"""Where a dataset's files come from: a folder or glob, an object-store prefix, a table snapshot."""

@@ -1,0 +1,2 @@
+"""Delta Lake and Iceberg tables: a snapshot's files and their per-file adjustments, nothing
+more."""

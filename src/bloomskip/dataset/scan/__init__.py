@@ -1,0 +1,1 @@
+"""The access plan pruning yields, and the one scan that reads it."""

@@ -1,0 +1,1 @@
+"""ClickHouse WHERE to DuckDB SQL."""
