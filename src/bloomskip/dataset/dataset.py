@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bloomskip.dataset.backends.folder import FolderDataset
-from bloomskip.dataset.build.report import BuildReport
+from bloomskip.dataset.build.report import SEGMENTED, BuildReport
 from bloomskip.dataset.frames import FrameConversions
 from bloomskip.dataset.locate import is_remote, local_path, table_format
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from bloomskip.dataset.backends.lake import LakeDataset
     from bloomskip.dataset.index.sidecar import Sidecar
+    from bloomskip.dataset.index.store import IndexStore
     from bloomskip.dataset.prune import Explanation
 
     Backend = FolderDataset | LakeDataset
@@ -169,10 +170,21 @@ class Dataset(FrameConversions):
         return f"Dataset({self.path!r}, index at {self.index_location!r})"
 
     @property
+    def index(self) -> IndexStore:
+        """The index's store (:class:`~bloomskip.dataset.index.store.IndexStore`): its layout,
+        location, definitions and size, whichever layout it has.
+
+        Example:
+            >>> Dataset("logs/").index.layout  # doctest: +SKIP
+            'sidecar'
+        """
+        return self.backend.index
+
+    @property
     def segmented(self) -> bool:
         """Whether the index is segmented (a manifest log and segments, docs/segments.md)
         rather than one sidecar file."""
-        return not isinstance(self.backend, FolderDataset)
+        return self.backend.index.layout == SEGMENTED
 
     @property
     def index_location(self) -> str:

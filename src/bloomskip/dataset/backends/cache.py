@@ -15,8 +15,6 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from bloomskip.dataset.index.sidecar import Sidecar
-
 
 @dataclass
 class DatasetCache:
@@ -24,16 +22,16 @@ class DatasetCache:
 
     Each entry was derived under :attr:`state`, the ``stat`` of every file and of the sidecar.
     :meth:`refresh` compares a new listing's keys and, when anything differs,
-    :meth:`invalidate` drops every entry (but the verified sidecar while its own key is
-    unchanged): a file rewritten between two queries (even with its size and
-    modification time restored: ``stat_key`` includes the change time), or a sidecar rebuilt
-    with other definitions or granules, is then read again, never answered from memory.
+    :meth:`invalidate` drops every entry: a file rewritten between two queries (even with its
+    size and modification time restored: ``stat_key`` includes the change time), or a sidecar
+    rebuilt with other definitions or granules, is then read again, never answered from
+    memory. The verified sidecar itself is its store's
+    (:class:`~bloomskip.dataset.index.store.SidecarStore`), kept while its own ``stat`` holds.
 
     Attributes:
         state: ``(stat keys of the files, stat key of the sidecar or None)`` the entries were
             derived under; None before the first refresh, or when the sidecar cannot be
             stat-ed.
-        sidecar: The verified sidecar, once read (None: not read yet, or there is none).
         identities: File identities (footer hashes); each also re-validated by ``stat``.
         layouts: Row-group layouts, keyed by file and identity.
         engines: Decoded skip indexes, keyed by index and the identities of the files covered.
@@ -58,7 +56,6 @@ class DatasetCache:
     """
 
     state: tuple | None = None
-    sidecar: Sidecar | None = None
     identities: IdentityCache = field(default_factory=IdentityCache)
     layouts: dict = field(default_factory=dict)
     engines: dict = field(default_factory=dict)
@@ -88,18 +85,7 @@ class DatasetCache:
         except OSError:
             state = None  # a sidecar that cannot be stat-ed: keep nothing; its read reports it
         if state is None or state != self.state:
-            # The verified sidecar depends on the sidecar's bytes alone: a data file rewritten
-            # under an unchanged sidecar (same stat key, change time included) keeps it, so
-            # the next decision does not read and verify it again.
-            same_sidecar = (
-                state is not None
-                and self.state is not None
-                and state[1] is not None
-                and state[1] == self.state[1]
-            )
-            sidecar_kept = self.sidecar if same_sidecar else None
             self.invalidate()
-            self.sidecar = sidecar_kept
         self.state = state
 
     def invalidate(self) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bloomskip.dataset.backends.cache import DatasetCache
 from bloomskip.dataset.build.report import SIDECAR, BuildReport
+from bloomskip.dataset.index.store import SidecarStore
 from bloomskip.dataset.listing.files import discover, glob_root, is_glob
 from bloomskip.dataset.locate import (
     DIRECTORY_SIDECAR,
@@ -91,6 +92,10 @@ class FolderDataset:
         self.path = os.fspath(path)
         self._own_sidecar = sidecar is not None
         self.sidecar_path = Path(sidecar) if sidecar is not None else default_sidecar_path(path)
+        #: The index's store: the sidecar this dataset builds (and reads, unless a glob
+        #: borrows its folder's index, see :attr:`index_path`).
+        self.index = SidecarStore(self.sidecar_path)
+        self._folder_index: SidecarStore | None = None
         # The sniffed format of each listed file, by (path, size, mtime_ns): a new listing
         # opens only the files that are new or changed.
         self._formats: dict = {}
@@ -405,21 +410,16 @@ class FolderDataset:
         return self._load_index(self._index_in_use()[0])
 
     def _load_index(self, path: Path) -> Sidecar | None:
-        from bloomskip.dataset.index.sidecar import read_sidecar
-        from bloomskip.errors import FormatError
+        self._cache.refresh(self._keys, path)
+        return self._store_at(path).load()
 
-        cache = self._cache
-        cache.refresh(self._keys, path)
-        if cache.state is not None and cache.state[1] is None:
-            return None  # no sidecar file
-        if cache.sidecar is None:
-            try:
-                cache.sidecar = read_sidecar(path)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            except OSError as exc:
-                raise FormatError(f"cannot read the index: {exc}", source=str(path)) from exc
-        return cache.sidecar
+    def _store_at(self, path: Path) -> SidecarStore:
+        """The store of the sidecar at ``path``: this dataset's own, or its folder's."""
+        if path == self.sidecar_path:
+            return self.index
+        if self._folder_index is None or self._folder_index.path != path:
+            self._folder_index = SidecarStore(path)
+        return self._folder_index
 
     def build_index(
         self,
@@ -466,9 +466,7 @@ class FolderDataset:
             ... # doctest: +SKIP
             ['part-0.parquet', 'part-1.parquet']
         """
-        from bloomskip.dataset.build.indexing import build_lock
-
-        with build_lock(self.sidecar_path):
+        with self.index.lock():
             return self._build_locked(indexes, granule, replace, progress, jobs, client)
 
     def _build_locked(self, indexes, granule, replace, progress, jobs, client) -> BuildReport:
@@ -479,7 +477,7 @@ class FolderDataset:
             prepare_index,
             resolve_granule,
         )
-        from bloomskip.dataset.index.sidecar import FORMAT_VERSION, write_sidecar
+        from bloomskip.dataset.index.sidecar import FORMAT_VERSION
         from bloomskip.errors import BloomskipError, FormatError
 
         self._current()
@@ -532,17 +530,14 @@ class FolderDataset:
             or len(previous.files) != len(sidecar.files)
         )
         if written:
-            try:
-                write_sidecar(sidecar, self.sidecar_path)
-            except OSError as exc:
-                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
+            self.index.write(sidecar)
         warnings = [warning for item in prepared for warning in never_used_warnings(item)]
         if borrowed is not None:
             warnings.append(
                 f"{self.path} was served by the folder's index {borrowed}; it now has its own "
                 f"index {self.sidecar_path}, which serves it instead (its definitions only)"
             )
-        size = self.sidecar_path.stat().st_size
+        size = self.index.size()
         return BuildReport(
             str(self.sidecar_path),
             SIDECAR,
@@ -605,7 +600,7 @@ class FolderDataset:
                 }
                 for number, spec in enumerate(sidecar.indexes if sidecar is not None else ())
             ],
-            "index_bytes": path.stat().st_size if sidecar is not None else 0,
+            "index_bytes": self._store_at(path).size() if sidecar is not None else 0,
         }
 
     def _glob_covers(self, path: Path) -> bool:
@@ -625,8 +620,6 @@ class FolderDataset:
         Raises:
             BloomskipError: No sidecar, or no index of that name (the names are listed).
         """
-        from bloomskip.dataset.build.indexing import build_lock, index_number, select_indexes
-        from bloomskip.dataset.index.sidecar import Sidecar, write_sidecar
         from bloomskip.errors import BloomskipError
 
         if self._borrowed():
@@ -635,18 +628,7 @@ class FolderDataset:
                 f"{self.index_path}): drop from that with bloomskip index drop "
                 f"{self.index_folder} {name}"
             )
-        with build_lock(self.sidecar_path):
-            sidecar = self.load_sidecar()
-            if sidecar is None:
-                raise BloomskipError(f"no index at {self.sidecar_path}")
-            number = index_number(sidecar.indexes, name)
-            kept = [n for n in range(len(sidecar.indexes)) if n != number]
-            files = {path: select_indexes(entry, kept) for path, entry in sidecar.files.items()}
-            indexes = [spec for n, spec in enumerate(sidecar.indexes) if n != number]
-            try:
-                write_sidecar(Sidecar(sidecar.granule, indexes, files), self.sidecar_path)
-            except OSError as exc:
-                raise BloomskipError(f"cannot write the index {self.sidecar_path}: {exc}") from exc
+        self.index.drop_index(name)
 
     def index_states(self) -> tuple[list, Sidecar | None]:
         """Every file's state with all its index sections, and the sidecar (what
@@ -671,19 +653,11 @@ class FolderDataset:
         Raises:
             BloomskipError: There is no sidecar, or it cannot be deleted.
         """
-        from bloomskip.dataset.build.indexing import build_lock
         from bloomskip.errors import BloomskipError
 
-        if self._borrowed() or not self.sidecar_path.exists():
+        if self._borrowed():
             raise BloomskipError(f"no index at {self.sidecar_path}")
-        with build_lock(self.sidecar_path):
-            try:
-                self.sidecar_path.unlink()
-            except FileNotFoundError:
-                raise BloomskipError(f"no index at {self.sidecar_path}") from None
-            except OSError as exc:
-                raise BloomskipError(f"cannot delete the index {self.sidecar_path}: {exc}") from exc
-        return 1
+        return self.index.drop()
 
     def explain(self, where: str, *, describe_data: bool = False) -> Explanation:
         """Prune: which row groups may hold rows matching ``where``, and why.

@@ -48,6 +48,7 @@ from bloomskip.dataset.index.segments import (
     version_number,
 )
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
+from bloomskip.dataset.index.store import SegmentStore
 from bloomskip.dataset.listing.files import Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import (
@@ -141,6 +142,8 @@ class LakeDataset:
         else:
             self.index_location = os.fspath(index_location).rstrip("/")
         self.log = IndexLog(open_store(self.index_location))
+        #: The index's store: its definitions, segments, commits and maintenance.
+        self.index = SegmentStore(self.log, self.index_location)
         self._index_prefix = self._nested_index_prefix(root, self.log.store.uri)
         self.writer = SegmentWriter(
             self.location, self.index_location, filesystem, store=self.store, log=self.log
@@ -148,8 +151,6 @@ class LakeDataset:
         self._engine_cache: dict = {}
         self._condition_cache: dict = {}
         self._connection = None
-        # Each manifest version's object as the last listing saw it (an index beside the data).
-        self._version_objects: dict[int, ObjectInfo] = {}
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -187,7 +188,8 @@ class LakeDataset:
         """
         nested = self._index_prefix
         versions: list[int] | None = [] if nested is not None else None
-        self._listed_segments = set() if nested is not None else None
+        objects: dict[int, ObjectInfo] = {}
+        segments: set[str] = set()
         data = []
         for info in self._list_data():
             key = info.key
@@ -196,11 +198,13 @@ class LakeDataset:
                 number = version_number(inner)
                 if number is not None:
                     versions.append(number)
-                    self._version_objects[number] = info
+                    objects[number] = info
                 elif is_segment_key(inner):
-                    self._listed_segments.add(inner)
+                    segments.add(inner)
                 continue
             data.append(info)
+        if nested is not None:
+            self.index.seen_in_listing(objects, segments)
         return self._data_files(data), sorted(versions) if versions is not None else None
 
     def _data_files(self, listing: list[ObjectInfo]) -> list[ListedFile]:
@@ -248,26 +252,10 @@ class LakeDataset:
             infos.append(listed)
         return sorted(infos, key=lambda info: info.key)
 
-    def _present_segments(self) -> set[str]:
-        """The segment objects that exist (from the shared listing when the index is beside)."""
-        if getattr(self, "_listed_segments", None) is not None:
-            return self._listed_segments
-        return {info.key for info in self.log.store.list("segments/")}
-
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
-        """The newest manifest version (``versions`` from :meth:`list_files` saves a listing).
-
-        Its listed size is checked before it is read: an oversized version is refused without
-        being fetched (``MAX_MANIFEST_BYTES``).
-        """
-        if versions is None:
-            listed = self.log.version_objects()
-        else:
-            listed = {number: self._version_objects.get(number) for number in versions}
-        if not listed:
-            return None
-        newest = max(listed)
-        return self.log.read_version(newest, listed[newest])
+        """The newest manifest version (see :meth:`SegmentStore.latest`; ``versions`` from
+        :meth:`list_files` saves a listing)."""
+        return self.index.latest(versions)
 
     # -- building --------------------------------------------------------------------------
 
@@ -394,7 +382,7 @@ class LakeDataset:
         covered = manifest.files() if same else {}
         if covered:
             # A segment a vacuum deleted (or that went missing) no longer describes its files.
-            existing = self._present_segments()
+            existing = self.index.present_segments()
             covered = {key: item for key, item in covered.items() if item[0].key in existing}
         warnings = [warning for item in prepared for warning in never_used_warnings(item)]
         warnings += [self._unverifiable(listed) for listed in files if listed.identity is None]
@@ -437,7 +425,7 @@ class LakeDataset:
                 table=table,
             )
             try:
-                committed = self.log.commit(change)
+                committed = self.index.commit(change)
                 version = committed.version
             except _DefinitionsChanged:
                 # No version names these segments and no other build knows their keys: they
@@ -686,6 +674,7 @@ class LakeDataset:
         covered = self._coverage(files, manifest)
         useful = self._useful_indexes(manifest, where) if manifest is not None else []
         opened: dict[str, Sidecar | None] = {}
+        by_key = {item.key: item for item in files}
         states = []
         for listed in files:
             source = self.writer.source(listed)
@@ -696,7 +685,7 @@ class LakeDataset:
             elif segment is not None and useful:
                 if segment.key not in opened:
                     opened[segment.key] = self._open_segment(
-                        segment, useful, manifest.indexes, warnings, files
+                        segment, useful, manifest, warnings, by_key
                     )
                 sidecar = opened[segment.key]
                 entry = sidecar.files.get(listed.key) if sidecar is not None else None
@@ -727,39 +716,11 @@ class LakeDataset:
         """Per file key, the segment that covers it and the identity it was indexed at."""
         return manifest.files(listed.key for listed in files) if manifest is not None else {}
 
-    def _open_segment(
-        self, segment: SegmentEntry, useful, indexes, warnings, files
-    ) -> Sidecar | None:
-        """The segment's files and indexes, or None (a warning) when it cannot be used.
-
-        Args:
-            segment: Its manifest entry.
-            useful: The indexes to fetch now.
-            indexes: The manifest's definitions.
-            warnings: Where the reason it cannot be used goes.
-            files: The listed files (``ListedFile``).
-        """
+    def _open_segment(self, segment: SegmentEntry, useful, manifest, warnings, listed):
+        """The segment's files and indexes (:meth:`SegmentStore.open_segment`), or None (a
+        warning) when it cannot be used."""
         try:
-            sidecar = self.log.read_segment(segment, useful, indexes)
-            listed = {item.key: item for item in files}
-            for path, recorded in segment.files.items():
-                current = listed.get(path)
-                # An object store's identity (ETag) is not in the segment: an unchanged
-                # object's listed modification time is, as the build listed it.
-                if (
-                    current is not None
-                    and current.info.mtime_ns
-                    and "mtime_ns" not in recorded
-                    and identity_matches(recorded, current.identity)
-                    and sidecar.files[path].identity.mtime_ns != current.info.mtime_ns
-                ):
-                    raise FormatError(
-                        f"it indexed {path} as modified at {sidecar.files[path].identity.mtime_ns}"
-                        f" ns, and the unchanged object was modified at {current.info.mtime_ns} "
-                        "ns: it is not this index's",
-                        source=self.log.store.uri_of(segment.key),
-                    )
-            return sidecar
+            return self.index.open_segment(segment, useful, manifest, listed)
         except (FormatError, StorageError) as exc:
             warnings.append(
                 f"segment {self.log.store.uri_of(segment.key)} unreadable, scanning its "
@@ -936,7 +897,7 @@ class LakeDataset:
         missing = sorted(key for key in covered if key not in listed)
         unindexed = sorted(key for key in listed if key not in covered)
         segments = list(manifest.segments) if manifest is not None else []
-        existing = self._present_segments() if segments else set()
+        existing = self.index.present_segments() if segments else set()
         lost = sorted(segment.key for segment in segments if segment.key not in existing)
         per_index = [
             {
@@ -1029,7 +990,7 @@ class LakeDataset:
         change = Change(
             manifest.granule, manifest.indexes, written, only_if_in=frozenset(merged_from)
         )
-        committed = self.log.commit(change)
+        committed = self.index.commit(change)
         return BuildReport(
             self.index_location,
             SEGMENTED,
@@ -1043,7 +1004,7 @@ class LakeDataset:
 
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and unreferenced segments (see ``IndexLog.vacuum``)."""
-        return self.log.vacuum(keep_versions, min_age_seconds)
+        return self.index.vacuum(keep_versions, min_age_seconds)
 
     def drop_index(self, name: str) -> int:
         """Remove one index: a new version lists the others over the same segments (nothing
@@ -1058,15 +1019,11 @@ class LakeDataset:
         Raises:
             BloomskipError: No index, or none of that name (the names are listed).
         """
-        manifest = self.latest_manifest()
-        if manifest is None:
-            raise BloomskipError(f"no index at {self.index_location}")
-        change = Change(manifest.granule, manifest.indexes, drop=name)
-        return self.log.commit(change).version
+        return self.index.drop_index(name)
 
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
-        return self.log.drop()
+        return self.index.drop()
 
 
 def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> bool:

@@ -1,0 +1,108 @@
+"""One index-store interface over both layouts (issue 28, item 3).
+
+Every dataset holds an ``IndexStore`` (``Dataset.index``): a single-file sidecar or a segmented
+index answer the same questions (layout, location, definitions, size) and take the same
+maintenance (drop one index, drop all), so that a new layout is a new store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bloomskip
+from bloomskip import BloomskipError, FormatError
+from bloomskip.dataset.index.store import IndexStore, SegmentStore, SidecarStore
+
+deltalake = pytest.importorskip("deltalake")
+
+INDEXES = ["user_id TYPE bloom_filter(0.01)", "INDEX m msg TYPE tokenbf_v1(512, 2, 0)"]
+
+
+def _table(start: int, rows: int = 500) -> pa.Table:
+    return pa.table(
+        {
+            "user_id": pa.array(range(start, start + rows), pa.int64()),
+            "msg": [f"m{i} x" for i in range(start, start + rows)],
+        }
+    )
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    for number in range(3):
+        pq.write_table(_table(number * 500), data / f"p{number}.parquet", row_group_size=100)
+    return data
+
+
+def _datasets(folder: Path, tmp_path: Path):
+    delta = tmp_path / "delta"
+    deltalake.write_deltalake(str(delta), pa.concat_tables([_table(0), _table(500)]))
+    return [
+        (bloomskip.Dataset(folder), SidecarStore, "sidecar", folder / "_bloomskip.index"),
+        (
+            bloomskip.Dataset(folder, index_location=tmp_path / "elsewhere"),
+            SegmentStore,
+            "segmented",
+            tmp_path / "elsewhere",
+        ),
+        (bloomskip.Dataset(delta), SegmentStore, "segmented", delta / "_bloomskip"),
+    ]
+
+
+def test_every_layout_answers_the_same_questions(folder: Path, tmp_path: Path) -> None:
+    for dataset, kind, layout, location in _datasets(folder, tmp_path):
+        store = dataset.index
+        assert isinstance(store, IndexStore) and type(store) is kind
+        assert store.layout == layout and dataset.segmented == (layout == "segmented")
+        assert Path(store.location) == location
+        assert store.definitions() is None and store.size() == 0  # nothing built yet
+        report = dataset.build_index(INDEXES, progress=False)
+        assert report.index == store.location and report.layout == layout
+        definitions = store.definitions()
+        assert [spec.definition.split()[1] for spec in definitions.indexes] == ["user_id", "m"]
+        assert definitions.granule == "row-group"
+        assert store.size() == report.index_bytes > 0
+        status = dataset.status()
+        assert store.size() == status["segment_bytes" if layout == "segmented" else "index_bytes"]
+
+        store.drop_index("m")
+        assert [spec.definition.split()[1] for spec in store.definitions().indexes] == ["user_id"]
+        ids = dataset.query("user_id = 777", ["user_id"]).column("user_id").to_pylist()
+        assert ids == [777]
+        with pytest.raises(BloomskipError, match="m"):
+            store.drop_index("m")  # gone: the names left are listed
+        assert store.drop() >= 1
+        assert store.definitions() is None and store.size() == 0
+        if layout == "sidecar":
+            with pytest.raises(BloomskipError, match="no index at"):
+                store.drop()
+
+
+def test_a_sidecar_is_verified_once_per_change_of_its_stat(folder: Path) -> None:
+    dataset = bloomskip.Dataset(folder)
+    dataset.build_index(INDEXES[:1], progress=False)
+    store = dataset.index
+    first = store.load()
+    assert store.load() is first  # unchanged: not read again
+    dataset.build_index(INDEXES[1:], progress=False)  # rewritten with a second index
+    second = store.load()
+    assert second is not first and len(second.indexes) == 2
+
+    # A sidecar damaged in place is read again (its stat changed) and refused, named.
+    data = bytearray(store.path.read_bytes())
+    data[40] ^= 0xFF
+    store.path.write_bytes(bytes(data))
+    os.utime(store.path, ns=(1, 1))
+    with pytest.raises(FormatError, match="_bloomskip.index"):
+        store.load()
+    # A query is not an error: it scans, and says why.
+    explanation = dataset.explain("user_id = 5")
+    assert any("index ignored" in line for line in explanation.warnings)
+    assert dataset.query("user_id = 5", ["user_id"]).num_rows == 1
