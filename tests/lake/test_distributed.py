@@ -159,7 +159,7 @@ def test_other_datasets_give_the_same_segments_on_a_cluster(kind, cluster, small
 
 def test_files_are_batched_into_even_tasks():
     from bloomskip._store import ObjectInfo
-    from bloomskip.dataset.backends.lake import ListedFile
+    from bloomskip.dataset.listing.prefix import ListedFile
 
     def files(*sizes):
         return [

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from bloomskip.dataset.backends.cache import DatasetCache
 from bloomskip.dataset.build.report import SIDECAR, BuildReport
 from bloomskip.dataset.index.store import SidecarStore
-from bloomskip.dataset.listing.files import discover, glob_root, is_glob
+from bloomskip.dataset.listing.folder import FolderListing
 from bloomskip.dataset.locate import (
     DIRECTORY_SIDECAR,
     default_sidecar_path,
@@ -28,22 +28,6 @@ if TYPE_CHECKING:
 
     from bloomskip.dataset.index.sidecar import Sidecar
     from bloomskip.dataset.prune import Explanation
-
-
-def _glob_matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    """Whether a relative path (its parts) matches a relative glob pattern (its parts), as
-    ``glob.glob(..., recursive=True)`` matches: ``**`` is any number of directories."""
-    import fnmatch
-
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_glob_matches(pattern[1:], parts[skip:]) for skip in range(len(parts) + 1))
-    return (
-        bool(parts)
-        and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _glob_matches(pattern[1:], parts[1:])
-    )
 
 
 def _schema_text(schema) -> str:
@@ -96,9 +80,8 @@ class FolderDataset:
         #: borrows its folder's index, see :attr:`index_path`).
         self.index = SidecarStore(self.sidecar_path)
         self._folder_index: SidecarStore | None = None
-        # The sniffed format of each listed file, by (path, size, mtime_ns): a new listing
-        # opens only the files that are new or changed.
-        self._formats: dict = {}
+        #: Where the files come from.
+        self.listing = FolderListing(path)
         # Derived from the files and the sidecar, and dropped whole when the stat of any of
         # them changes: a reused Dataset answers from memory but never from a stale state.
         self._cache = DatasetCache()
@@ -113,10 +96,11 @@ class FolderDataset:
         Raises:
             BloomskipError: The dataset holds no file, or files of two formats.
         """
-        self.root, self.files, self._keys = discover(self.path, self._formats)
+        listed = self.listing.list()
+        self.root, self.files, self._keys = listed.root, listed.files, listed.keys
         #: The indexed folder whose index serves this glob while it has none of its own.
         self.index_folder = None
-        if not self._own_sidecar and is_glob(self.path) and not Path(self.path).exists():
+        if not self._own_sidecar and self.listing.is_glob:
             self.index_folder = indexed_folder(self.root)
 
     def _current(self) -> None:
@@ -574,7 +558,9 @@ class FolderDataset:
             # A folder's index names the folder's other files too: missing are those the glob
             # would match.
             entries = {
-                name: entry for name, entry in entries.items() if self._glob_covers(root / name)
+                name: entry
+                for name, entry in entries.items()
+                if self.listing.covers(root / name, self.root)
             }
 
         def section_bytes(entry, number: int) -> int:
@@ -602,13 +588,6 @@ class FolderDataset:
             ],
             "index_bytes": self._store_at(path).size() if sidecar is not None else 0,
         }
-
-    def _glob_covers(self, path: Path) -> bool:
-        """Whether this dataset's glob matches ``path`` (a file that may no longer exist)."""
-        fixed = glob_root(self.path)
-        pattern = Path(os.path.relpath(Path(self.path).absolute(), fixed.absolute())).parts
-        relative = Path(os.path.relpath(path, self.root)).parts
-        return ".." not in relative and _glob_matches(pattern, relative)
 
     def drop_index(self, name: str) -> None:
         """Remove one index from the sidecar; the others are kept as they are (no file is read).

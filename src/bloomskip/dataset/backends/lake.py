@@ -29,10 +29,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bloomskip._store import IOStats, ObjectInfo, Store, one_line, open_store
+from bloomskip._store import IOStats, ObjectInfo, Store, open_store
 from bloomskip.dataset.build.report import SEGMENTED, BuildReport
 from bloomskip.dataset.build.segment_writer import SegmentWriter, encode_schema
 from bloomskip.dataset.index.segments import (
@@ -49,7 +48,8 @@ from bloomskip.dataset.index.segments import (
 )
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.index.store import SegmentStore
-from bloomskip.dataset.listing.files import Layout, SourceFile
+from bloomskip.dataset.listing.files import Layout
+from bloomskip.dataset.listing.prefix import PARQUET_SUFFIXES, ListedFile, PrefixListing
 from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import (
     BloomskipError,
@@ -65,31 +65,11 @@ if TYPE_CHECKING:
     from bloomskip.dataset.prune import Explanation
 
 INDEX_DIRECTORY = "_bloomskip"
-PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 #: A build starts a new segment once the current one holds this many payload bytes.
 SEGMENT_TARGET_BYTES = 64 << 20
 #: How many rounds a build runs, each on top of the definitions other builds committed while
 #: the previous round ran, before it gives up (a round's segments hold only its definitions).
 BUILD_ROUNDS = 5
-
-
-@dataclass(frozen=True)
-class ListedFile:
-    """A data file as the listing describes it.
-
-    Attributes:
-        key: Its key relative to the dataset's prefix (the name the manifest uses).
-        info: Size, ETag, version and modification time from the listing.
-    """
-
-    key: str
-    info: ObjectInfo
-
-    @property
-    def identity(self) -> dict[str, int | str] | None:
-        """What the manifest records (see ``ObjectInfo.identity``); None: it cannot be told
-        apart from a rewrite, so the file is never pruned."""
-        return self.info.identity
 
 
 class LakeDataset:
@@ -102,6 +82,8 @@ class LakeDataset:
             writable bucket beside a read-only data bucket.
         filesystem: A pyarrow (or fsspec) filesystem to read the data through, instead of the
             one pyarrow derives from ``location``; ``location`` is then the path in it.
+        snapshot: A Delta or Iceberg table's snapshot at ``location``: its files, not the
+            prefix's, are the dataset's (``listing/tables/listing.py``).
 
     Raises:
         StorageError: The location's scheme is unknown, or a store cannot be configured.
@@ -113,6 +95,7 @@ class LakeDataset:
         *,
         index_location: str | os.PathLike | None = None,
         filesystem=None,
+        snapshot=None,
     ) -> None:
         self.location = os.fspath(location).rstrip("/")
         if any(character in self.location for character in "*?[") or self.location.lower().endswith(
@@ -136,6 +119,13 @@ class LakeDataset:
                     "filesystems do not offer"
                 )
         self.store: Store = open_store(self.location) if filesystem is None else None
+        if snapshot is None:
+            #: Where the files come from: the prefix, or a table snapshot's files.
+            self.listing = PrefixListing(self.location, self.store, self._given_filesystem)
+        else:
+            from bloomskip.dataset.listing.tables.listing import TableListing
+
+            self.listing = TableListing(snapshot, self.store)
         root = self.store.uri if self.store is not None else self.location
         if index_location is None:
             self.index_location = f"{root}/{INDEX_DIRECTORY}"
@@ -191,7 +181,7 @@ class LakeDataset:
         objects: dict[int, ObjectInfo] = {}
         segments: set[str] = set()
         data = []
-        for info in self._list_data():
+        for info in self.listing.objects():
             key = info.key
             if nested is not None and key.startswith(nested):
                 inner = key[len(nested) :]
@@ -205,52 +195,7 @@ class LakeDataset:
             data.append(info)
         if nested is not None:
             self.index.seen_in_listing(objects, segments)
-        return self._data_files(data), sorted(versions) if versions is not None else None
-
-    def _data_files(self, listing: list[ObjectInfo]) -> list[ListedFile]:
-        """The dataset's files among the objects listed under its prefix (the index's own
-        objects excepted)."""
-        files = []
-        for info in listing:
-            key = info.key
-            if any(part.startswith(("_", ".")) for part in key.split("/")):
-                continue  # ignored as pyarrow.dataset ignores them (_SUCCESS, .crc, _delta_log)
-            if not key.lower().endswith(PARQUET_SUFFIXES):
-                raise BloomskipError(
-                    f"{self.writer.uri_of(key)}: not a Parquet file by its name; a dataset "
-                    "prefix must hold only Parquet files (names ending in .parquet)"
-                )
-            files.append(ListedFile(key, info))
-        if not files:
-            raise BloomskipError(f"{self.location}: the dataset holds no Parquet file")
-        return files
-
-    def _list_data(self) -> list[ObjectInfo]:
-        if self._given_filesystem is None:
-            return self.store.list("")
-        # Through the caller's filesystem: no ETag, so the footer's hash names the bytes.
-        import pyarrow.fs as pafs
-
-        base = self.location.rstrip("/")
-        try:
-            found = self._given_filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot list {base}: {one_line(exc)}") from exc
-        infos = []
-        for item in found:
-            if item.type != pafs.FileType.File:
-                continue
-            key = item.path[len(base) :].lstrip("/")
-            listed = ObjectInfo(key, item.size, item.mtime_ns or 0)
-            if key.lower().endswith(PARQUET_SUFFIXES) and not any(
-                part.startswith(("_", ".")) for part in key.split("/")
-            ):
-                identity = SourceFile(item.path, "parquet", self._given_filesystem).identity()
-                listed = ObjectInfo(
-                    key, item.size, item.mtime_ns or 0, etag=f"footer-{identity.footer_sha256}"
-                )
-            infos.append(listed)
-        return sorted(infos, key=lambda info: info.key)
+        return self.listing.data_files(data), sorted(versions) if versions is not None else None
 
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
         """The newest manifest version (see :meth:`SegmentStore.latest`; ``versions`` from
@@ -311,6 +256,7 @@ class LakeDataset:
         """
         from bloomskip.dataset.build.indexing import worker_count
 
+        self.listing.check_build()
         jobs = worker_count() if jobs is None else jobs
         files, versions = self.list_files()
         manifest, _, unreadable = self.log.latest_readable(versions)
@@ -346,7 +292,7 @@ class LakeDataset:
                     f"{exc.latest.version}); this build ran again on top of it"
                 )
                 continue
-            report.warnings[:0] = notes
+            report.warnings[:0] = self.listing.warnings + notes
             return report
         raise CommitConflictError(
             f"{self.index_location}: other builds changed the index definitions {BUILD_ROUNDS} "
@@ -385,7 +331,9 @@ class LakeDataset:
             existing = self.index.present_segments()
             covered = {key: item for key, item in covered.items() if item[0].key in existing}
         warnings = [warning for item in prepared for warning in never_used_warnings(item)]
-        warnings += [self._unverifiable(listed) for listed in files if listed.identity is None]
+        warnings += [
+            self.listing.unverifiable(listed) for listed in files if listed.identity is None
+        ]
         todo = [
             listed
             for listed in files
@@ -402,7 +350,7 @@ class LakeDataset:
         segments = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
-        table = self._table_record()
+        table = self.listing.record()
         unchanged = (
             same
             and len(covered) == len(manifest.files())
@@ -455,21 +403,11 @@ class LakeDataset:
             migrated,
         )
 
-    def _unverifiable(self, listed: ListedFile) -> str:
-        """Why a file whose listing gives no identity is left unindexed."""
-        return (
-            f"{self.writer.uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
-            "rewrite could not be detected (it is always scanned)"
-        )
-
-    def _table_record(self) -> dict | None:
-        """The table snapshot a build covers (see ``Manifest.table``): none for plain files."""
-        return None
-
     def _prepare(self, indexes, granule, replace, manifest, files):
         """The merged definitions and the granule of a build (see ``build.merge_indexes``)."""
         from bloomskip.dataset.build.indexing import merge_indexes, prepare_index, resolve_granule
 
+        self.listing.check_indexes(indexes)
         if not indexes and manifest is None:
             raise BloomskipError("no --index given and no existing index to refresh")
         # Every file's columns, as the sidecar layout sees them: an index may be over a column
@@ -581,6 +519,7 @@ class LakeDataset:
         """
         from bloomskip.dataset.prune import prune
 
+        kept, predicate = self.listing.files_kept(where)
         before = self._io_snapshot()
         files, versions = self.list_files()
         warnings: list[str] = []
@@ -591,12 +530,13 @@ class LakeDataset:
             warnings.append(f"index {self.index_location} unreadable, scanning every file: {exc}")
         if manifest is not None:
             warnings += manifest.damaged
-        states = self._states(files, manifest, where, warnings)
+        states = self._states(files, manifest, where, warnings, kept)
         sidecar = (
             Sidecar(manifest.granule, list(manifest.indexes), {}) if manifest is not None else None
         )
         explanation = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
-        explanation.warnings[:0] = warnings
+        explanation.warnings[:0] = self.listing.warnings + warnings
+        explanation.table = self.listing.describe(predicate, len(explanation.files))
         index_io = self._io_snapshot()
         footers = self._describe(explanation) if describe_data else 0
         # Read once per decision: the partition values (below) and the query both need them.
@@ -665,12 +605,36 @@ class LakeDataset:
                 continue  # prune() reports it; no section of this index is fetched
         return useful
 
-    def _states(self, files, manifest, where, warnings):
+    def _states(self, files, manifest, where, warnings, kept=None):
+        """Each file's :class:`~bloomskip.dataset.prune.FileState`: its entry in the index when
+        that is still the file's, and its layout.
+
+        Args:
+            files: The listed files.
+            manifest: The version read (None: no index).
+            where: The WHERE whose indexes' sections are read (None: every index's).
+            warnings: Where the reasons a segment cannot be used go.
+            kept: The files the location's own metadata keeps (a table's pruning); None: all.
+        """
         import numpy as np
 
         from bloomskip.dataset.listing.files import read_layout
         from bloomskip.dataset.prune import CHANGED, INDEXED, NOT_INDEXED, FileState
 
+        if kept is not None:
+            # A file changed behind the table's back is not described by the table's
+            # statistics either: it is kept whatever they say.
+            covered = manifest.files(item.key for item in files) if manifest is not None else {}
+            files = [
+                listed
+                for listed in files
+                if listed.key in kept
+                or listed.identity is None
+                or (
+                    listed.key in covered
+                    and not identity_matches(covered[listed.key][1], listed.identity)
+                )
+            ]
         covered = self._coverage(files, manifest)
         useful = self._useful_indexes(manifest, where) if manifest is not None else []
         opened: dict[str, Sidecar | None] = {}
@@ -713,8 +677,35 @@ class LakeDataset:
         return states
 
     def _coverage(self, files, manifest: Manifest | None) -> dict:
-        """Per file key, the segment that covers it and the identity it was indexed at."""
-        return manifest.files(listed.key for listed in files) if manifest is not None else {}
+        """Per file key, the segment that covers it and the identity it was indexed at.
+
+        At an older snapshot of a table, a file the live manifest no longer holds (removed by
+        a later snapshot) is found in the newest older version that covered it with the same
+        definitions, until a vacuum deletes that version.
+        """
+        if manifest is None:
+            return {}
+        covered = manifest.files(listed.key for listed in files)
+        wanted = {listed.key for listed in files} - covered.keys()
+        # At the newest state a file the live manifest lacks is new since the last build: no
+        # older version holds it, and reading them all would cost a request each per query.
+        if not wanted or self.listing.is_latest:
+            return covered
+        for number in reversed(self.log.version_numbers()):
+            if number >= manifest.version:
+                continue
+            try:
+                older = self.log.read_version(number)
+            except (FormatError, StorageError):
+                continue  # vacuumed meanwhile, or unreadable: its files are scanned
+            if (older.granule, older.indexes) != (manifest.granule, manifest.indexes):
+                break  # built with other definitions: the query's pruning cannot use it
+            found = older.files(wanted)
+            covered.update(found)
+            wanted -= found.keys()
+            if not wanted:
+                break
+        return covered
 
     def _open_segment(self, segment: SegmentEntry, useful, manifest, warnings, listed):
         """The segment's files and indexes (:meth:`SegmentStore.open_segment`), or None (a
@@ -740,6 +731,9 @@ class LakeDataset:
         columns (``file_schemas``: gives :meth:`_file_schemas`, when already at hand)."""
         import pyarrow as pa
 
+        stated = self.listing.schema()
+        if stated is not None:
+            return stated
         schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
         held = self.writer.unify(schemas, [item.key for item in files])
         # The columns of key=value folders follow the files' own (dataset/listing/hive.py).
@@ -766,19 +760,17 @@ class LakeDataset:
         return schemas
 
     def _partitioning(self, files, schema):
-        """The partition columns of the files' ``key=value`` folders and each file's values.
+        """The partition columns of the files' ``key=value`` folders and each file's values
+        (none for a table: its partition values are its log's).
 
         Args:
             files: The listed files (``ListedFile``), in key order.
-            schema: The columns the files hold, or the whole schema (partition columns
-                already typed in it keep their types).
+            schema: The columns the files hold, or the whole schema.
         """
-        from bloomskip.dataset.listing.hive import partitioning
-
-        return partitioning(
+        return self.listing.partitioning(
             [str(self.writer.source(item).path) for item in files],
-            {field.name: field.type for field in schema},
             [item.key for item in files],
+            schema,
         )
 
     def query(
@@ -842,20 +834,14 @@ class LakeDataset:
         return read_consistently(explanation, where, read, changed, self.explain)
 
     def _table_files(self, explanation: Explanation) -> dict | None:
-        """The partition values of the files' ``key=value`` folders, as the scan adds them
-        (``TableFile`` by key), or None without such folders (the schema is then not read)."""
-        from bloomskip.dataset.listing.hive import partitioning, path_partitions
-
+        """What the scan adds to each file (``TableFile`` by key): the partition values of
+        ``key=value`` folders, or a table's partition values and deletes; None: nothing."""
         states = explanation.files
-        if not states or not path_partitions(str(states[0].source.path)):
-            return None
-        # Typed as the dataset's schema types them (a column the files hold keeps its type).
-        schema = explanation.schema_source()
-        return partitioning(
+        return self.listing.table_files(
             [str(state.source.path) for state in states],
-            {field.name: field.type for field in schema},
             [state.relative_path for state in states],
-        ).table_files()
+            explanation.schema_source,
+        )
 
     def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
         from bloomskip.dataset.scan.query import run_query
@@ -1079,4 +1065,4 @@ def _snapshot(*stats: IOStats) -> tuple[int, int]:
     return sum(item.requests for item in seen), sum(item.bytes_read for item in seen)
 
 
-__all__ = ["LakeDataset", "ListedFile"]
+__all__ = ["LakeDataset"]

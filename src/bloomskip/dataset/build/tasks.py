@@ -140,7 +140,7 @@ def plan_tasks(
 
     Example:
         >>> from bloomskip._store import ObjectInfo
-        >>> from bloomskip.dataset.backends.lake import ListedFile
+        >>> from bloomskip.dataset.listing.prefix import ListedFile
         >>> files = [ListedFile(f"{n}.parquet", ObjectInfo("", 60, 0)) for n in range(5)]
         >>> [len(task.files) for task in plan_tasks(files, target_bytes=100, max_files=10)]
         [2, 2, 1]
