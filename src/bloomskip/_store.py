@@ -160,6 +160,8 @@ class Store(ABC):
 
     uri: str
     stats: IOStats
+    #: Whether a request crosses a network (its round trips are worth overlapping).
+    remote: bool = True
 
     def uri_of(self, key: str) -> str:
         """The full URI (or path) of ``key``, for messages."""
@@ -234,7 +236,8 @@ class Store(ABC):
             >>> store.heads(["a/1.json"])["a/1.json"].size  # doctest: +SKIP
             2
         """
-        if len(keys) <= 1:
+        if len(keys) <= 1 or not self.remote:
+            # A local stat takes microseconds: a pool's threads would cost more than they save.
             found = [self._head(key) for key in keys]
         else:
             from concurrent.futures import ThreadPoolExecutor
@@ -248,6 +251,8 @@ class Store(ABC):
 
 class LocalStore(Store):
     """A directory; writes are atomic renames and create-only hard links."""
+
+    remote = False
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)

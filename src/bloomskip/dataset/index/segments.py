@@ -444,13 +444,13 @@ class IndexLog:
             FormatError: A part is truncated or its header fails its checksum.
             StorageError: The segment cannot be read.
         """
-        numbers = list(index_numbers) or [0]
-        ranges = [
-            segment.index_spans[number] for number in numbers if number < len(segment.index_spans)
-        ]
-        reader = _RangeReader(self.store, segment.key, segment.size, ranges)
-        view = _SegmentView(reader, segment, tuple(indexes), self.store.uri_of(segment.key))
-        return view.open(numbers)
+        return self.segment_view(segment, indexes).open(list(index_numbers) or [0])
+
+    def segment_view(self, segment: SegmentEntry, indexes: Sequence[IndexSpec]) -> SegmentView:
+        """A view of ``segment`` that reads nothing yet: :meth:`SegmentView.open` fetches the
+        parts it is asked for (coalesced), and keeps them, verified, for later opens."""
+        reader = _RangeReader(self.store, segment.key, segment.size, [])
+        return SegmentView(reader, segment, tuple(indexes), self.store.uri_of(segment.key))
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -641,8 +641,8 @@ def _one_index(sidecar: Sidecar, number: int) -> Sidecar:
     return Sidecar(sidecar.granule, [sidecar.indexes[number]], files)
 
 
-class _SegmentView:
-    """A segment's per-index parts, decoded when first needed."""
+class SegmentView:
+    """A segment's per-index parts, decoded when first needed and then kept."""
 
     def __init__(
         self, reader: _RangeReader, segment: SegmentEntry, indexes: tuple, source: str
@@ -690,7 +690,27 @@ class _SegmentView:
             self._parts[number] = part
         return self._parts[number]
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the segment read so far (what keeping this view costs)."""
+        return self._reader.held_bytes
+
     def open(self, numbers: list[int]) -> Sidecar:
+        """The segment's files, with the parts of indexes ``numbers`` read (one coalesced
+        read of those not held yet) and verified.
+
+        Raises:
+            FormatError: A part is truncated, fails its checksum, or is not this index's.
+            StorageError: The segment cannot be read.
+        """
+        spans = self._segment.index_spans
+        self._reader.fetch(
+            [
+                spans[number]
+                for number in numbers
+                if number < len(spans) and number not in self._parts
+            ]
+        )
         if not self._segment.index_spans or len(self._indexes) != len(self._segment.index_spans):
             raise FormatError(
                 f"{len(self._segment.index_spans)} index parts for {len(self._indexes)} indexes",
@@ -716,7 +736,7 @@ class _SegmentView:
 class _PartPayloads(Sequence):
     """A file's payload of each index, read (and verified) from that index's part."""
 
-    def __init__(self, view: _SegmentView, path: str, count: int) -> None:
+    def __init__(self, view: SegmentView, path: str, count: int) -> None:
         self._view = view
         self._path = path
         self._count = count
@@ -769,6 +789,11 @@ class _RangeReader:
                 ((start, len(chunk)), chunk)
                 for (start, _), chunk in zip(merged, chunks, strict=True)
             ]
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes read so far."""
+        return sum(span for (_, span), _ in self._chunks)
 
     def holds(self, offset: int, length: int) -> bool:
         """Whether ``length`` bytes at ``offset`` have been read."""

@@ -25,17 +25,27 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bloomskip.dataset.build.report import SEGMENTED, SIDECAR
 from bloomskip.errors import BloomskipError, FormatError, StorageError
 
+#: Bytes of verified segment parts a segmented index keeps between queries.
+SEGMENT_CACHE_BYTES = 256 << 20
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from bloomskip._store import ObjectInfo
-    from bloomskip.dataset.index.segments import Change, IndexLog, Manifest, SegmentEntry
+    from bloomskip.dataset.index.segments import (
+        Change,
+        IndexLog,
+        Manifest,
+        SegmentEntry,
+        SegmentView,
+    )
     from bloomskip.dataset.index.sidecar import Sidecar
 
 
@@ -208,6 +218,9 @@ class SegmentStore(IndexStore):
         # data is listed with it), and the segments that listing found.
         self._version_objects: dict[int, ObjectInfo] = {}
         self._listed_segments: set[str] | None = None
+        # Segments are written once and never changed: what a query read and verified of one
+        # is kept for the next (most recently used last, within SEGMENT_CACHE_BYTES).
+        self._views: OrderedDict[tuple, SegmentView] = OrderedDict()
 
     @property
     def location(self) -> str:
@@ -269,7 +282,8 @@ class SegmentStore(IndexStore):
         """
         from bloomskip.dataset.index.segments import identity_matches
 
-        sidecar = self.log.read_segment(segment, useful, manifest.indexes)
+        sidecar = self._view(segment, manifest).open(list(useful) or [0])
+        self._trim()
         for path, recorded in segment.files.items():
             current = listed.get(path)
             # An object store's identity (ETag) is not in the segment: an unchanged object's
@@ -288,6 +302,20 @@ class SegmentStore(IndexStore):
                     source=self.log.store.uri_of(segment.key),
                 )
         return sidecar
+
+    def _view(self, segment: SegmentEntry, manifest: Manifest) -> SegmentView:
+        key = (segment.key, segment.size, segment.index_spans, manifest.indexes)
+        view = self._views.pop(key, None)
+        if view is None:
+            view = self.log.segment_view(segment, manifest.indexes)
+        self._views[key] = view
+        return view
+
+    def _trim(self) -> None:
+        held = sum(view.held_bytes for view in self._views.values())
+        while held > SEGMENT_CACHE_BYTES and len(self._views) > 1:
+            _, oldest = self._views.popitem(last=False)
+            held -= oldest.held_bytes
 
     def commit(self, change: Change) -> Manifest:
         """Commit ``change`` as the next version (create-only; retried on a lost race)."""
@@ -308,6 +336,7 @@ class SegmentStore(IndexStore):
         return self.commit(Change(manifest.granule, manifest.indexes, drop=name)).version
 
     def drop(self) -> int:
+        self._views.clear()
         return self.log.drop()
 
     def size(self) -> int:
