@@ -1,4 +1,4 @@
-"""One index-store interface over both layouts (issue 28, item 3).
+"""One index-store interface over both layouts, and listings as objects (issue 28, items 1-3).
 
 Every dataset holds an ``IndexStore`` (``Dataset.index``): a single-file sidecar or a segmented
 index answer the same questions (layout, location, definitions, size) and take the same
@@ -17,6 +17,9 @@ import pytest
 import bloomskip
 from bloomskip import BloomskipError, FormatError
 from bloomskip.dataset.index.store import IndexStore, SegmentStore, SidecarStore
+from bloomskip.dataset.listing.folder import FolderListing
+from bloomskip.dataset.listing.prefix import PrefixListing
+from bloomskip.dataset.listing.tables.listing import TableListing
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -45,19 +48,27 @@ def _datasets(folder: Path, tmp_path: Path):
     delta = tmp_path / "delta"
     deltalake.write_deltalake(str(delta), pa.concat_tables([_table(0), _table(500)]))
     return [
-        (bloomskip.Dataset(folder), SidecarStore, "sidecar", folder / "_bloomskip.index"),
+        (
+            bloomskip.Dataset(folder),
+            FolderListing,
+            SidecarStore,
+            "sidecar",
+            folder / "_bloomskip.index",
+        ),
         (
             bloomskip.Dataset(folder, index_location=tmp_path / "elsewhere"),
+            PrefixListing,
             SegmentStore,
             "segmented",
             tmp_path / "elsewhere",
         ),
-        (bloomskip.Dataset(delta), SegmentStore, "segmented", delta / "_bloomskip"),
+        (bloomskip.Dataset(delta), TableListing, SegmentStore, "segmented", delta / "_bloomskip"),
     ]
 
 
 def test_every_layout_answers_the_same_questions(folder: Path, tmp_path: Path) -> None:
-    for dataset, kind, layout, location in _datasets(folder, tmp_path):
+    for dataset, listing, kind, layout, location in _datasets(folder, tmp_path):
+        assert type(dataset.listing) is listing
         store = dataset.index
         assert isinstance(store, IndexStore) and type(store) is kind
         assert store.layout == layout and dataset.segmented == (layout == "segmented")

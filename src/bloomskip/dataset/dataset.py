@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from bloomskip.dataset.backends.lake import LakeDataset
     from bloomskip.dataset.index.sidecar import Sidecar
     from bloomskip.dataset.index.store import IndexStore
+    from bloomskip.dataset.listing.folder import FolderListing
+    from bloomskip.dataset.listing.prefix import PrefixListing
     from bloomskip.dataset.prune import Explanation
 
     Backend = FolderDataset | LakeDataset
@@ -168,6 +170,15 @@ class Dataset(FrameConversions):
 
     def __repr__(self) -> str:
         return f"Dataset({self.path!r}, index at {self.index_location!r})"
+
+    @property
+    def listing(self) -> FolderListing | PrefixListing:
+        """Where the files come from: a local folder, glob or file
+        (:class:`~bloomskip.dataset.listing.folder.FolderListing`), an object-store prefix or a
+        folder with an index elsewhere (:class:`~bloomskip.dataset.listing.prefix.PrefixListing`),
+        or a table snapshot (:class:`~bloomskip.dataset.listing.tables.listing.TableListing`).
+        """
+        return self.backend.listing
 
     @property
     def index(self) -> IndexStore:
