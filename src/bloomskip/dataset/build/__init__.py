@@ -1,0 +1,1 @@
+"""Building indexes: granule payloads per file, and the tasks a build runs (threads or Dask)."""
