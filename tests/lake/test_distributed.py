@@ -275,15 +275,6 @@ def test_unreachable_scheduler_is_one_line(lake_data, capsys):
     assert err.count("\n") == 1 and "cannot reach the Dask scheduler" in err
 
 
-def test_a_local_sidecar_build_refuses_a_client(tmp_path, cluster):
-    from bloomskip import Dataset
-
-    data = tmp_path / "data"
-    write_dataset(data, [(40, 10)])
-    with pytest.raises(BloomskipError, match="index_location"):
-        Dataset(data).build_index(INDEXES[:1], progress=False, client=cluster[1])
-
-
 # A worker process whose Python cannot import bloomskip (as on a cluster where it was not
 # installed): the import is blocked before the worker starts.
 WORKER_WITHOUT_BLOOMSKIP = """
@@ -326,3 +317,40 @@ def test_workers_without_bloomskip_give_a_one_line_error(lake_data, tmp_path, ca
             worker.kill()
             worker.wait()
     assert LakeDataset(lake_data).latest_manifest() is None  # nothing was committed
+
+
+@pytest.mark.parametrize("granule", ["row-group", 64])
+def test_a_folders_sidecar_is_built_by_the_same_scheduler(granule, cluster, monkeypatch, tmp_path):
+    """One build scheduler for both layouts (issue 28): a sidecar's files are build tasks too,
+    run on threads or on the Dask workers, split into row-group ranges when large; the sidecar
+    is the same bytes every way. Before: a sidecar build on Dask was refused."""
+    from bloomskip import Dataset
+
+    _, client = cluster
+    data = tmp_path / "data"
+    write_dataset(data, [(300, 50), (200, 64), (500, 100), (120, 7)], seed=5)
+    built = {}
+    for name, options, target, max_files in [
+        ("jobs1", {"jobs": 1}, None, None),
+        ("jobs2", {"jobs": 2}, None, 1),
+        ("dask", {"client": client}, None, 2),
+        ("dask-ranges", {"client": client}, 1, None),  # every row group a task of its own
+        ("ranges", {"jobs": 2}, 1, None),
+    ]:
+        if target is not None:
+            monkeypatch.setattr(lake_build, "TASK_TARGET_BYTES", target)
+        if max_files is not None:
+            monkeypatch.setattr(lake_build, "TASK_MAX_FILES", max_files)
+        sidecar = tmp_path / f"{name}.index"
+        dataset = Dataset(data, sidecar=sidecar)
+        # In two steps: the second build computes only the index the first lacks, and
+        # splices it into the reused sections.
+        dataset.build_index(INDEXES[:1], granule=granule, progress=False, **options)
+        report = dataset.build_index(INDEXES[1:], progress=False, **options)
+        assert report.layout == "sidecar" and len(report.rebuilt) == 4
+        built[name] = sidecar.read_bytes()
+        monkeypatch.undo()
+    assert len(set(built.values())) == 1
+    dataset = Dataset(data, sidecar=tmp_path / "dask.index")
+    assert dataset.status()["files_indexed"] == 4
+    assert dataset.query("hasToken(s, 'missing')").num_rows == 0

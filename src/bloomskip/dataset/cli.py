@@ -80,9 +80,9 @@ def _register_build(index_commands) -> None:
     build.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="build on a Dask cluster (tcp://HOST:8786): its workers read the data and write "
-        "the segments; needs a segmented index (an object-store DATASET or --index-location) "
-        "and bloomskip[dask]",
+        help="build on a Dask cluster (tcp://HOST:8786): its workers read the data and build "
+        "the index (a segmented index's segments are written where they run; a local "
+        "folder's workers must see it at the same path); needs bloomskip[dask]",
     )
     build.add_argument(
         "--progress",

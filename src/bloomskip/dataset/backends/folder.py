@@ -431,8 +431,8 @@ class FolderDataset:
             progress: Show a progress bar (default: only on a terminal).
             jobs: Threads building granules (default: one per CPU); the sidecar is the same
                 bytes for any count.
-            client: A ``distributed.Client``: a build on Dask writes a segmented index, so it
-                needs ``index_location`` (a ``LakeDataset``); here it is refused.
+            client: A ``distributed.Client`` whose workers build the files (they must see
+                the folder at the same path); the sidecar is the same bytes.
 
         Returns:
             A :class:`BuildReport`.
@@ -455,12 +455,12 @@ class FolderDataset:
 
     def _build_locked(self, indexes, granule, replace, progress, jobs, client) -> BuildReport:
         from bloomskip.dataset.build.indexing import (
-            build_sidecar,
             merge_indexes,
             never_used_warnings,
             prepare_index,
             resolve_granule,
         )
+        from bloomskip.dataset.build.sidecar_build import build_sidecar
         from bloomskip.dataset.index.sidecar import FORMAT_VERSION
         from bloomskip.errors import BloomskipError, FormatError
 
@@ -498,13 +498,8 @@ class FolderDataset:
         for item in prepared:
             self._partitioning().check_index(item.spec.definition, item.columns)
         granule = resolve_granule(granule, previous.granule if previous else None, replace)
-        if client is not None:
-            raise BloomskipError(
-                "a build on Dask writes a segmented index: give the dataset an index_location "
-                "(--index-location), or an object-store URI"
-            )
         sidecar, rebuilt = build_sidecar(
-            self.files, self.root, prepared, granule, previous, progress, jobs
+            self.files, self.root, prepared, granule, previous, progress, jobs, client
         )
         written = (
             rebuilt

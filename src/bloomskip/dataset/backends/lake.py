@@ -494,7 +494,7 @@ class LakeDataset:
             results = lake_build.run_tasks(
                 lake_build.make_jobs(planned, base, group_bytes), client=client, progress=bar
             )
-        written = [result.segment for result in results]
+        written = [result.written for result in results]
         return segments + written
 
     # -- pruning and querying --------------------------------------------------------------

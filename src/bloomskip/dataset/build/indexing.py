@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from bloomskip.dataset.index.sidecar import FileEntry, IndexSpec, Sidecar
-from bloomskip.dataset.listing.files import OpenedParquet, SourceFile, open_parquet, read_layout
-from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
+from bloomskip.dataset.index.sidecar import FileEntry, IndexSpec
+from bloomskip.dataset.listing.files import OpenedParquet, SourceFile, open_parquet
+from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import BloomskipError, FormatError
 
 
@@ -658,112 +658,3 @@ def select_indexes(entry: FileEntry, numbers: list[int]) -> FileEntry:
     """``entry`` with the sections of its indexes ``numbers``, in that order."""
     payloads = [entry.payloads[number] for number in numbers]
     return FileEntry(entry.path, entry.format, entry.identity, entry.granule_rows, payloads)
-
-
-def _splice(old: FileEntry, built: FileEntry, specs, old_number) -> FileEntry:
-    """One entry from the reused sections of ``old`` and the newly built ones of ``built``
-    (which holds, in order, the indexes ``old`` lacks)."""
-    if list(old.granule_rows) != list(built.granule_rows) or old.identity != built.identity:
-        raise BloomskipError(f"{old.path}: changed while it was being indexed; build again")
-    fresh = iter(built.payloads)
-    payloads = [
-        old.payloads[old_number[spec]] if spec in old_number else next(fresh) for spec in specs
-    ]
-    return FileEntry(old.path, old.format, old.identity, old.granule_rows, payloads)
-
-
-#: Parsed footers a sidecar build keeps between counting the rows and building the files.
-OPENED_KEPT = 1024
-
-
-def build_sidecar(
-    files: Sequence[SourceFile],
-    root: Path,
-    indexes: Sequence[PreparedIndex],
-    granule: str | int,
-    previous: Sidecar | None,
-    show_progress: bool | None = None,
-    jobs: int | None = None,
-) -> tuple[Sidecar, list[str]]:
-    """Index the files that are new or changed since ``previous`` and keep the rest.
-
-    Args:
-        files: The dataset's files.
-        root: The dataset's root directory; the sidecar names files relative to it.
-        indexes: The indexes to build.
-        granule: ``"row-group"`` or rows per granule.
-        previous: The current sidecar; a file's section of an index is reused when the sidecar
-            holds that index with the same granule and the file's identity is unchanged.
-        show_progress: Force the progress bar on or off (default: on a terminal only).
-        jobs: Threads building granules (default: one per CPU); the granule builders run in C
-            without the GIL, and the bytes do not depend on the count.
-
-    Returns:
-        ``(sidecar, rebuilt)``: the new sidecar and the relative paths that were (re)indexed.
-    """
-    from pyarrow import ArrowException
-
-    specs = [prepared.spec for prepared in indexes]
-    # Each index's sections are reused per file: a build that adds an index reads the files
-    # for the new one only.
-    reusable = previous if previous is not None and previous.granule == granule else None
-    old_number = {spec: n for n, spec in enumerate(reusable.indexes)} if reusable else {}
-    entries: dict[str, FileEntry] = {}
-    kept: dict[str, FileEntry] = {}
-    todo: list[tuple[SourceFile, str]] = []
-    missing = [prepared for prepared in indexes if prepared.spec not in old_number]
-    for source in files:
-        relative = relative_to(source.path, root)
-        old = reusable.files.get(relative) if reusable is not None else None
-        entry = reuse_entry(old, source) if old_number else None
-        if entry is not None and not missing:
-            entries[relative] = select_indexes(entry, [old_number[spec] for spec in specs])
-            continue
-        if entry is not None:
-            kept[relative] = entry
-        todo.append((source, relative))
-    total = 0
-    # A Parquet file is opened once: its footer gives the progress total here and is read
-    # again by no one (pyarrow.parquet only; the dataset layer costs more to import than a
-    # small build). Past OPENED_KEPT files the parsed footers are not kept (memory): those
-    # files are opened again when they are built.
-    opened: dict[str, OpenedParquet] = {}
-    for source, relative in todo:
-        try:
-            if source.format == "parquet":
-                footer = open_parquet(source)
-                total += int(footer.metadata.num_rows)
-                if len(opened) < OPENED_KEPT:
-                    opened[relative] = footer
-            else:
-                total += int(read_layout(source).rows.sum())
-        except OSError as exc:
-            raise BloomskipError(f"{source.path}: cannot read it: {exc}") from exc
-    workers = worker_count() if jobs is None else max(1, jobs)
-    with (
-        progress_bar(total, "indexing", show_progress) as bar,
-        ThreadPoolExecutor(max_workers=workers) as executor,
-    ):
-        for source, relative in todo:
-            old = kept.get(relative)
-            try:
-                built = build_file(
-                    source,
-                    relative,
-                    missing if old is not None else indexes,
-                    granule,
-                    executor,
-                    2 * workers,
-                    bar.update,
-                    opened.pop(relative, None),
-                )
-                entries[relative] = built if old is None else _splice(old, built, specs, old_number)
-            except BloomskipError:
-                raise
-            except (ArrowException, KeyError, ValueError, OSError) as exc:
-                # A file whose columns differ from the dataset's, data the engine rejects, or
-                # an unreadable file.
-                raise BloomskipError(f"{source.path}: cannot index it: {exc}") from exc
-    ordered = {relative_to(source.path, root): None for source in files}
-    sidecar = Sidecar(granule, specs, {name: entries[name] for name in ordered})
-    return sidecar, [relative for _, relative in todo]

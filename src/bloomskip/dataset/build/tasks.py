@@ -1,4 +1,9 @@
-"""Building a segmented index as a map over tasks: in this process on all cores, or on Dask.
+"""Every build as a map over tasks: in this process on all cores, or on Dask.
+
+The one build scheduler, for either index layout: a task's writer decides what becomes of the
+entries it builds. A segmented index's ``SegmentWriter`` writes them as a segment where the
+task runs (below); a sidecar's ``EntryWriter`` hands them back to the build, which writes the
+one file (``build/sidecar_build.py``).
 
 A build is planned as a list of :class:`PlannedTask` (a batch of files, cut in key order by
 size and count, so that the plan is the same however it runs), each task is run where it is
@@ -33,7 +38,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from bloomskip._store import one_line
-from bloomskip.dataset.build.segment_writer import SegmentWriter
 from bloomskip.errors import BloomskipError
 
 #: A task covers about this many bytes of Parquet. Each task writes one segment, and a query
@@ -49,7 +53,8 @@ class BuildTask:
     """One batch of files to index into one segment (picklable, sent to a worker).
 
     Attributes:
-        writer: Reads the data and writes the segment where the task runs (it pickles
+        writer: Reads the data and writes the segment where the task runs, or hands the
+            entries back (a ``SegmentWriter`` or an ``EntryWriter``; either pickles
             without the driver's open stores).
         files: The files, as the driver's listing described them.
         prepared: The indexes, bound to the dataset's columns and types.
@@ -59,7 +64,7 @@ class BuildTask:
             part, see :func:`run_part`); None: whole files.
     """
 
-    writer: SegmentWriter
+    writer: object
     files: tuple
     prepared: tuple
     granule: str | int
@@ -98,16 +103,17 @@ class PartResult:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """What a task sends back: its segment's manifest entry and what it read.
+    """What a task sends back: what its writer wrote, and what it read.
 
     Attributes:
-        segment: The entry to commit.
+        written: A segment's manifest entry to commit (``SegmentWriter``), or the files'
+            entries by name (``EntryWriter``: a sidecar's build writes them).
         rows: Rows indexed.
         bytes: Bytes of the files indexed (their sizes).
         seconds: Time the task took on its worker.
     """
 
-    segment: object
+    written: object
     rows: int
     bytes: int
     seconds: float
@@ -223,11 +229,11 @@ def run_task(task: BuildTask) -> TaskResult:
     """
     started = time.perf_counter()
     with _task_errors(task), ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
-        segment, rows = task.writer.write_files(
+        written, rows = task.writer.write_files(
             task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads)
         )
     return TaskResult(
-        segment,
+        written,
         rows,
         sum(listed.info.size for listed in task.files),
         time.perf_counter() - started,
@@ -264,11 +270,11 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
     started = time.perf_counter()
     with _task_errors(task):
         entry = build.join_parts([part.entry for part in parts])
-        segment = task.writer.write_entries(
+        written = task.writer.write_entries(
             {entry.path: entry}, task.prepared, task.granule, task.files, [parts[0].schema]
         )
     return TaskResult(
-        segment,
+        written,
         sum(part.rows for part in parts),
         task.files[0].info.size,
         time.perf_counter() - started,
