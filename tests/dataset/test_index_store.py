@@ -146,3 +146,25 @@ def test_a_segment_read_once_is_not_read_again(folder: Path, tmp_path: Path, mon
     ]
     assert len(dataset.index._views) == 1  # the most recent segment only
     assert dataset.query("user_id = 5001", ["user_id"]).column("user_id").to_pylist() == [5001]
+
+
+def test_both_layouts_keep_derived_state_under_one_rule(folder: Path, tmp_path: Path) -> None:
+    # One cache policy (backends/cache.py): what a dataset derives is kept while its files as
+    # listed and its index are unchanged, and dropped whole when any of them changes. Before:
+    # a segmented index unified its files' schemas again for every query.
+    for dataset in (
+        bloomskip.Dataset(folder, sidecar=tmp_path / "side.index"),
+        bloomskip.Dataset(folder, index_location=tmp_path / "elsewhere"),
+    ):
+        dataset.build_index(INDEXES, progress=False)
+        cache = dataset.backend._cache
+        assert dataset.query("user_id = 5", ["user_id"]).num_rows == 1
+        schema, engines = cache.schema, dict(cache.engines)
+        assert schema is not None and engines
+        assert dataset.query("user_id = 6", ["user_id"]).num_rows == 1
+        assert cache.schema is schema and cache.engines.keys() >= engines.keys()
+        added = folder / f"new-{dataset.index.layout}.parquet"
+        pq.write_table(_table(9000), added, row_group_size=100)
+        assert dataset.query("user_id = 9001", ["user_id"]).num_rows == 1  # scanned: new
+        assert cache.schema is not schema
+        added.unlink()

@@ -1,4 +1,9 @@
-"""What a ``Dataset`` keeps between queries, and the one rule that drops it."""
+"""What a dataset keeps between queries, and the one rule that drops it.
+
+Both backends follow it: everything derived (decoded indexes, compiled conditions, layouts,
+schemas, the DuckDB connection) is kept under the state it was derived from, the keys of the
+files as listed and the key of the index, and dropped whole when any of them changes.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bloomskip.dataset.listing.files import IdentityCache, stat_key
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Hashable, Sequence
     from concurrent.futures import Future
 
     import pyarrow as pa
@@ -69,22 +74,27 @@ class DatasetCache:
     uniform: bool = True
     partitioning: Any = None
 
-    def refresh(self, keys: Sequence[tuple[int, ...]], sidecar: str | os.PathLike) -> None:
-        """Invalidate the cache when a file or the sidecar changed since the last refresh.
+    def refresh(self, keys: Sequence[Hashable], index_key: Hashable) -> None:
+        """Invalidate the cache when a file or the index changed since the last refresh.
 
         Args:
-            keys: The :func:`~bloomskip.dataset.listing.files.stat_key` of each of the dataset's
-                files, as its listing took them (the files are not stat-ed again).
-            sidecar: The sidecar's path (it may not exist; it is stat-ed).
+            keys: Each of the dataset's files as its listing described it: a local file's
+                :func:`~bloomskip.dataset.listing.files.stat_key`, an object's ``ObjectInfo``
+                (the files are not stat-ed again).
+            index_key: What identifies the index read: a sidecar's :func:`sidecar_key`, a
+                segmented index's manifest version; :data:`UNKNOWN` keeps nothing.
 
         Example:
-            >>> cache.refresh(keys, dataset.sidecar_path)  # doctest: +SKIP
+            >>> cache = DatasetCache()
+            >>> cache.refresh([(1, 2, 3, 4, 5)], None)
+            >>> cache.layouts["a"] = 1
+            >>> cache.refresh([(1, 2, 3, 4, 5)], None); cache.layouts
+            {'a': 1}
+            >>> cache.refresh([(1, 2, 3, 4, 6)], None); cache.layouts
+            {}
         """
-        try:
-            state = (tuple(keys), _sidecar_key(sidecar))
-        except OSError:
-            state = None  # a sidecar that cannot be stat-ed: keep nothing; its read reports it
-        if state is None or state != self.state:
+        state = (tuple(keys), index_key)
+        if index_key is UNKNOWN or state != self.state:
             self.invalidate()
         self.state = state
 
@@ -106,8 +116,16 @@ class DatasetCache:
         self.pending = pending
 
 
-def _sidecar_key(path: str | os.PathLike) -> tuple | None:
+#: An index key that matches no other: what cannot be identified is never served from memory.
+UNKNOWN = object()
+
+
+def sidecar_key(path: str | os.PathLike) -> Hashable:
+    """A sidecar's key for :meth:`DatasetCache.refresh`: its ``stat_key``, None when there is
+    none, :data:`UNKNOWN` when it cannot be stat-ed (its read then reports why)."""
     try:
         return stat_key(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError:
+        return UNKNOWN

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.backends.cache import DatasetCache
+from bloomskip.dataset.backends.cache import DatasetCache, sidecar_key
 from bloomskip.dataset.build.report import SIDECAR, BuildReport
 from bloomskip.dataset.index.store import SidecarStore
 from bloomskip.dataset.listing.folder import FolderListing
@@ -106,7 +106,7 @@ class FolderDataset:
     def _current(self) -> None:
         """List the files again and drop what the cache derived from any that changed."""
         self._relist()
-        self._cache.refresh(self._keys, self._index_in_use()[0])
+        self._cache.refresh(self._keys, sidecar_key(self._index_in_use()[0]))
 
     @property
     def index_path(self) -> Path:
@@ -153,7 +153,7 @@ class FolderDataset:
         """The connection, replaced when a file's ``stat`` key differs from those it served:
         the last listing's, or ``keys`` (a decision's, which its read is checked against)."""
         cache = self._cache
-        cache.refresh(self._keys if keys is None else keys, self.index_path)
+        cache.refresh(self._keys if keys is None else keys, sidecar_key(self.index_path))
         if cache.connection is None:
             pending, cache.pending = cache.pending, None
             # A connection opened ahead (see query) is new: it has cached no footer yet.
@@ -394,7 +394,7 @@ class FolderDataset:
         return self._load_index(self._index_in_use()[0])
 
     def _load_index(self, path: Path) -> Sidecar | None:
-        self._cache.refresh(self._keys, path)
+        self._cache.refresh(self._keys, sidecar_key(path))
         return self._store_at(path).load()
 
     def _store_at(self, path: Path) -> SidecarStore:

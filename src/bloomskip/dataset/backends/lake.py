@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, open_store
+from bloomskip.dataset.backends.cache import UNKNOWN, DatasetCache
 from bloomskip.dataset.build.report import SEGMENTED, BuildReport
 from bloomskip.dataset.build.segment_writer import SegmentWriter, encode_schema
 from bloomskip.dataset.index.segments import (
@@ -138,9 +139,9 @@ class LakeDataset:
         self.writer = SegmentWriter(
             self.location, self.index_location, filesystem, store=self.store, log=self.log
         )
-        self._engine_cache: dict = {}
-        self._condition_cache: dict = {}
-        self._connection = None
+        # Derived from the listed files and the manifest version, and dropped whole when any
+        # of them changes (the rule every dataset follows, backends/cache.py).
+        self._cache = DatasetCache()
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -530,19 +531,25 @@ class LakeDataset:
             warnings.append(f"index {self.index_location} unreadable, scanning every file: {exc}")
         if manifest is not None:
             warnings += manifest.damaged
+        self._refresh(files, manifest if not warnings else UNKNOWN)
+        cache = self._cache
+        state = cache.state
         states = self._states(files, manifest, where, warnings, kept)
         sidecar = (
             Sidecar(manifest.granule, list(manifest.indexes), {}) if manifest is not None else None
         )
-        explanation = prune(where, states, sidecar, self._engine_cache, self._condition_cache)
+        explanation = prune(where, states, sidecar, cache.engines, cache.conditions)
         explanation.warnings[:0] = self.listing.warnings + warnings
         explanation.table = self.listing.describe(predicate, len(explanation.files))
         index_io = self._io_snapshot()
         footers = self._describe(explanation) if describe_data else 0
-        # Read once per decision: the partition values (below) and the query both need them.
-        file_schemas = functools.cache(lambda: self._file_schemas(files, manifest))
+        # Read once while the files and the index are unchanged: the partition values (below)
+        # and the query both need them, and the next decision over the same state too.
+        file_schemas = functools.cache(
+            lambda: self._kept(state, "file_schemas", lambda: self._file_schemas(files, manifest))
+        )
         explanation.schema_source = functools.cache(
-            lambda: self._schema(files, manifest, file_schemas)
+            lambda: self._kept(state, "schema", lambda: self._schema(files, manifest, file_schemas))
         )
         explanation.files_agree = lambda: _readable_by_path(explanation, file_schemas())
         explanation.table_files = self._table_files(explanation)
@@ -599,7 +606,7 @@ class LakeDataset:
         useful = []
         for number, spec in enumerate(manifest.indexes):
             try:
-                if _condition(spec, where, self._condition_cache).useful:
+                if _condition(spec, where, self._cache.conditions).useful:
                     useful.append(number)
             except ValueError:
                 continue  # prune() reports it; no section of this index is fetched
@@ -800,9 +807,28 @@ class LakeDataset:
         connecting costs 10-30 ms)."""
         from bloomskip.dataset.scan.query import connect
 
-        if self._connection is None:
-            self._connection = connect()
-        return self._connection
+        cache = self._cache
+        if cache.connection is None:
+            cache.connection = connect()
+        return cache.connection
+
+    def _refresh(self, files, manifest) -> None:
+        """Drop what was derived when a file or the index changed (``manifest``: the version
+        read, None without one, ``UNKNOWN`` when it could not be read whole)."""
+        keys = [listed.info for listed in files]
+        index = manifest if manifest is UNKNOWN or manifest is None else manifest.version
+        self._cache.refresh(keys, index)
+
+    def _kept(self, state, name: str, derive):
+        """``derive()``, kept in the cache under ``name`` while its state is ``state`` (the
+        decision's): a decision made before a change never reads the newer state's value."""
+        cache = self._cache
+        if cache.state == state and getattr(cache, name) is not None:
+            return getattr(cache, name)
+        value = derive()
+        if cache.state == state:
+            setattr(cache, name, value)
+        return value
 
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB).
