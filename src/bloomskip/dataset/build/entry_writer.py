@@ -62,16 +62,14 @@ class EntryWriter:
         """
         import pyarrow as pa
 
+        from bloomskip.dataset.build.indexing import row_group_bytes
         from bloomskip.dataset.listing.files import open_parquet
 
         try:
             metadata = open_parquet(self.source(listed)).metadata
         except (pa.ArrowException, OSError) as exc:
             raise BloomskipError(f"{self.uri_of(listed.key)}: cannot read it: {exc}") from exc
-        return [
-            sum(group.column(column).total_compressed_size for column in range(group.num_columns))
-            for group in map(metadata.row_group, range(metadata.num_row_groups))
-        ]
+        return row_group_bytes(metadata)
 
     def write_files(self, files, prepared, granule, executor, max_in_flight):
         """Build the entries of ``files`` (the body of a build task).
@@ -101,9 +99,7 @@ class EntryWriter:
             BloomskipError: The file cannot be read (``cannot read it``) or indexed (``cannot
                 index it``); the message names it.
         """
-        from pyarrow import ArrowException
-
-        from bloomskip.dataset.build.indexing import build_file
+        from bloomskip.dataset.build.indexing import index_file
         from bloomskip.dataset.listing.files import open_parquet, read_layout
 
         source = self.source(listed)
@@ -114,30 +110,19 @@ class EntryWriter:
                 read_layout(source)
         except OSError as exc:
             raise BloomskipError(f"{source.path}: cannot read it: {one_line(exc)}") from exc
-        try:
-            entry = build_file(
-                source,
-                listed.key,
-                prepared,
-                granule,
-                executor,
-                max_in_flight,
-                _ignore,
-                opened,
-                groups,
-            )
-        except BloomskipError:
-            raise
-        except (ArrowException, KeyError, ValueError, OSError) as exc:
-            # A file whose columns differ from the dataset's, data the engine rejects, or an
-            # unreadable file.
-            raise BloomskipError(f"{source.path}: cannot index it: {exc}") from exc
+        entry = index_file(
+            source,
+            listed.key,
+            prepared,
+            granule,
+            executor,
+            max_in_flight,
+            opened,
+            groups,
+            str(source.path),
+        )
         return entry, None
 
     def write_entries(self, entries, prepared, granule, files, schemas) -> dict[str, FileEntry]:
         """The entries, as they are: the build writes them into the sidecar."""
         return entries
-
-
-def _ignore(_rows: int) -> None:
-    """Progress is counted per task, by bytes."""

@@ -528,6 +528,53 @@ def build_file(
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads, digests)
 
 
+def index_file(
+    source: SourceFile,
+    name: str,
+    indexes: Sequence[PreparedIndex],
+    granule: str | int,
+    executor: ThreadPoolExecutor,
+    max_in_flight: int,
+    opened: OpenedParquet | None,
+    groups: range | None,
+    shown_as: str,
+) -> FileEntry:
+    """:func:`build_file` for a build task (no per-granule progress: tasks count whole files),
+    with what it raises turned into one line naming the file.
+
+    Args:
+        shown_as: The file as messages name it (its path or URI).
+
+    Raises:
+        BloomskipError: ``<file>: cannot index it: ...`` for a file whose columns differ from
+            the dataset's, data the engine rejects, or bytes that cannot be read.
+    """
+    from pyarrow import ArrowException
+
+    from bloomskip._store import one_line
+
+    try:
+        return build_file(
+            source, name, indexes, granule, executor, max_in_flight, _no_progress, opened, groups
+        )
+    except BloomskipError:
+        raise
+    except (ArrowException, KeyError, ValueError, OSError) as exc:
+        raise BloomskipError(f"{shown_as}: cannot index it: {one_line(exc)}") from exc
+
+
+def _no_progress(_rows: int) -> None:
+    """Per-granule progress inside a task: the build's bar counts whole tasks."""
+
+
+def row_group_bytes(metadata) -> list[int]:
+    """The compressed bytes of each row group of a Parquet footer (what a plan splits by)."""
+    return [
+        sum(group.column(column).total_compressed_size for column in range(group.num_columns))
+        for group in map(metadata.row_group, range(metadata.num_row_groups))
+    ]
+
+
 class _Section:
     """One index's payload of a file, assembled in granule order as the granules are collected.
 

@@ -126,6 +126,7 @@ class SegmentWriter:
         """
         import pyarrow as pa
 
+        from bloomskip.dataset.build.indexing import row_group_bytes
         from bloomskip.dataset.listing.files import open_parquet
 
         try:
@@ -136,10 +137,7 @@ class SegmentWriter:
             raise BloomskipError(
                 f"{self.uri_of(listed.key)}: cannot read its footer: {one_line(exc)}"
             ) from exc
-        return [
-            sum(group.column(column).total_compressed_size for column in range(group.num_columns))
-            for group in map(metadata.row_group, range(metadata.num_row_groups))
-        ]
+        return row_group_bytes(metadata)
 
     def unify(self, schemas: list, keys: list[str]) -> pa.Schema:
         """The files' schemas read as one, as a scan of them all reads them.
@@ -195,31 +193,22 @@ class SegmentWriter:
         """
         import pyarrow as pa
 
-        from bloomskip.dataset.build.indexing import build_file
+        from bloomskip.dataset.build.indexing import index_file
         from bloomskip.dataset.listing.files import open_parquet
 
         source = self.source(listed)
+        uri = self.uri_of(listed.key)
         try:
             # One open and one footer read serve the schema, the identity and the reads.
             opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
-            self._check_types(listed, opened.schema, prepared)
-            entry = build_file(
-                source,
-                listed.key,
-                prepared,
-                granule,
-                executor,
-                max_in_flight,
-                _ignore,
-                opened,
-                groups,
-            )
         except BloomskipError:
             raise
         except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
-            raise BloomskipError(
-                f"{self.uri_of(listed.key)}: cannot index it: {one_line(exc)}"
-            ) from exc
+            raise BloomskipError(f"{uri}: cannot index it: {one_line(exc)}") from exc
+        self._check_types(listed, opened.schema, prepared)
+        entry = index_file(
+            source, listed.key, prepared, granule, executor, max_in_flight, opened, groups, uri
+        )
         return entry, opened.schema
 
     def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
@@ -249,10 +238,6 @@ class SegmentWriter:
 def encode_schema(schema: pa.Schema) -> str:
     """A schema as a segment records it (its Arrow IPC serialization, base64)."""
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def _ignore(_rows: int) -> None:
-    """Per-granule progress inside a task: the build's bar counts whole tasks."""
 
 
 __all__ = ["SegmentWriter", "encode_schema"]
