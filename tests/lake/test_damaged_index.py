@@ -78,16 +78,18 @@ def _check_rows(tmp_path, data: str, index: str) -> list[str]:
     return warnings
 
 
-def _damage_newest(index: str, edit, legacy: bool) -> None:
-    """Rewrite the newest version in place with ``edit`` applied to its first segment's entry;
-    ``legacy``: without any checksum (as bloomskip wrote versions before they had one)."""
+def _damage_first_segment(index: str, edit, legacy: bool) -> None:
+    """Rewrite, in place, the version that added the first segment (a.parquet's: version 1)
+    with ``edit`` applied to that segment's entry; ``legacy``: as a version-1 manifest without
+    any checksum (as bloomskip wrote versions before they had one), under the newer record."""
     store = open_store(index)
-    log = IndexLog(store)
-    key = version_key(log.version_numbers()[-1])
+    key = version_key(1)
     document = json.loads(store.get(key))
     edit(document["segments"][0])
     if legacy:
-        document.pop("checksum", None)
+        for name in ("checksum", "base", "drop_segments", "drop_files"):
+            document.pop(name, None)
+        document["format_version"] = 1
         for entry in document["segments"]:
             entry.pop("checksum", None)
     store.put(key, json.dumps(document).encode())
@@ -139,7 +141,7 @@ def _assert_refresh_repairs(tmp_path, data: str, index: str) -> None:
 def test_a_schema_with_a_damaged_column_name_hides_no_row(tmp_path, where, legacy):
     data, index = where
     _two_segments(tmp_path, data, index)
-    _damage_newest(index, _with_schema_bytes(_rename_user_id), legacy)
+    _damage_first_segment(index, _with_schema_bytes(_rename_user_id), legacy)
     _write(tmp_path / "data", "b.parquet", list(range(9, 16)) + [30])  # stale in its segment
     _publish(tmp_path / "data", data)
     warnings = _check_rows(tmp_path, data, index)
@@ -177,7 +179,7 @@ def test_a_flipped_bit_in_a_segment_schema_fails_no_query_and_a_refresh_repairs(
 ):
     data, index = where
     _two_segments(tmp_path, data, index)
-    _damage_newest(index, _with_schema_bytes(_flip_length_bit), legacy)
+    _damage_first_segment(index, _with_schema_bytes(_flip_length_bit), legacy)
     warnings = _check_rows(tmp_path, data, index)
     reason = "not an Arrow IPC schema" if legacy else "checksum"
     assert any("segments[0] is damaged" in line and reason in line for line in warnings)

@@ -18,6 +18,7 @@ from bloomskip.dataset.index.segments import (
     IndexLog,
     Manifest,
     SegmentEntry,
+    checkpoint_number,
     decode_manifest,
     encode_manifest,
     version_key,
@@ -229,12 +230,15 @@ def test_vacuum_keeps_what_recent_versions_use_and_drop_removes_all(store):
     deleted = log.vacuum(keep_versions=1, min_age_seconds=0)
     assert version_key(4) not in deleted and orphan.key in deleted
     assert log.version_numbers() == [4]
+    # Version 4 stays readable without the records before it: the vacuum checkpointed it.
+    checkpoints = [info.key for info in store.list("versions/") if checkpoint_number(info.key)]
+    assert [checkpoint_number(key) for key in checkpoints] == [4]
     assert {info.key for info in store.list("segments/")} == {
-        segment.key for segment in log.latest().segments
+        segment.key for segment in IndexLog(store).latest().segments
     }
     young = log.write_segment(_sidecar(["c.parquet"]), {"c.parquet": {"size": 1, "etag": '"e"'}})
     assert young.key not in log.vacuum(keep_versions=1, min_age_seconds=3600)
-    assert log.drop() == 3
+    assert log.drop() == 4  # the version, its checkpoint, its segment and the young one
     assert store.list("") == [] and log.latest() is None
 
 

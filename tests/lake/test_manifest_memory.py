@@ -94,6 +94,7 @@ def test_a_large_valid_manifest_costs_a_small_multiple_of_its_size(tmp_path, seg
     gone = [
         dataclasses.replace(
             indexed,
+            key=f"segments/{segment + 1:x}-{0:016x}.bsk",  # never read: no file of it is listed
             files={
                 f"year=2026/part-{segment:04d}/file-{number:07d}-0123456789abcdef.parquet": {
                     "size": 1_000_000 + number,

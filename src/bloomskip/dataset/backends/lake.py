@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -41,10 +42,12 @@ from bloomskip.dataset.index.segments import (
     Manifest,
     SegmentEntry,
     _DefinitionsChanged,
+    checkpoint_number,
     concurrent_edit,
     decode_schema,
     identity_matches,
     is_segment_key,
+    segments_to_merge,
     version_number,
 )
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
@@ -180,6 +183,7 @@ class LakeDataset:
         nested = self._index_prefix
         versions: list[int] | None = [] if nested is not None else None
         objects: dict[int, ObjectInfo] = {}
+        checkpoints: list[ObjectInfo] = []
         segments: set[str] = set()
         data = []
         for info in self.listing.objects():
@@ -189,13 +193,15 @@ class LakeDataset:
                 number = version_number(inner)
                 if number is not None:
                     versions.append(number)
-                    objects[number] = info
+                    objects[number] = dataclasses.replace(info, key=inner)
+                elif checkpoint_number(inner) is not None:
+                    checkpoints.append(dataclasses.replace(info, key=inner))
                 elif is_segment_key(inner):
                     segments.add(inner)
                 continue
             data.append(info)
         if nested is not None:
-            self.index.seen_in_listing(objects, segments)
+            self.index.seen_in_listing(objects, segments, checkpoints)
         return self.listing.data_files(data), sorted(versions) if versions is not None else None
 
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
@@ -294,6 +300,8 @@ class LakeDataset:
                 )
                 continue
             report.warnings[:0] = self.listing.warnings + notes
+            if report.segments_written:
+                self._merge_full_tiers(report)
             return report
         raise CommitConflictError(
             f"{self.index_location}: other builds changed the index definitions {BUILD_ROUNDS} "
@@ -937,7 +945,9 @@ class LakeDataset:
             "unreadable_versions": unreadable,
         }
 
-    def compact(self, small_bytes: int = SEGMENT_TARGET_BYTES // 4) -> BuildReport | None:
+    def compact(
+        self, small_bytes: int = SEGMENT_TARGET_BYTES // 4, *, automatic: bool = False
+    ) -> BuildReport | None:
         """Merge the segments smaller than ``small_bytes`` into fewer segments; commit.
 
         The merged segments are bounded as a build's are (:data:`SEGMENT_TARGET_BYTES`), so
@@ -945,8 +955,15 @@ class LakeDataset:
         segment that cannot be read is left as it is (its files stay scanned until rebuilt).
         Files re-indexed by a build that commits meanwhile keep their newer entries.
 
+        Args:
+            small_bytes: Larger segments are left as they are.
+            automatic: Merge only the full tiers of small segments
+                (:func:`~bloomskip.dataset.index.segments.segments_to_merge`), as a build does
+                after its commit; default: every small segment.
+
         Returns:
-            The report of the commit, or None when fewer than two segments are small.
+            The report of the commit, or None when fewer than two segments are small (or,
+            ``automatic``, no tier is full).
 
         Raises:
             StorageError: The index cannot be read or written.
@@ -954,7 +971,10 @@ class LakeDataset:
         manifest = self.latest_manifest()
         if manifest is None:
             return None
-        small = [segment for segment in manifest.segments if segment.size < small_bytes]
+        if automatic:
+            small = segments_to_merge(manifest, small_bytes)
+        else:
+            small = [segment for segment in manifest.segments if segment.size < small_bytes]
         if len(small) < 2:
             return None
         written_before = self.log.store.stats.bytes_written
@@ -1012,7 +1032,23 @@ class LakeDataset:
             self.log.store.stats.bytes_written - written_before,
             version=committed.version,
             segments_written=len(written),
+            segments_merged=len(merged_from),
         )
+
+    def _merge_full_tiers(self, report: BuildReport) -> None:
+        """The automatic compaction after a build: merge the full tiers of small segments,
+        and count it in ``report``. A compaction that loses a race to another commit is left
+        to the next build (this build's own commit stands)."""
+        try:
+            merged = self.compact(automatic=True)
+        except CommitConflictError:
+            return
+        if merged is not None:
+            report.version = merged.version
+            report.segments_merged = merged.files and merged.segments_merged
+            report.segments_written += merged.segments_written
+            report.bytes_written += merged.bytes_written
+            report.index_bytes = merged.index_bytes
 
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and unreferenced segments (see ``IndexLog.vacuum``)."""

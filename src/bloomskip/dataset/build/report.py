@@ -28,6 +28,8 @@ class BuildReport:
         warnings: One line per index no predicate can ever use, or file left unindexed.
         migrated: Names among ``rebuilt`` whose index was taken from the folder's single-file
             sidecar (unchanged files, same definitions) rather than from their data.
+        segments_merged: Small segments the build's automatic compaction merged afterwards
+            (their bytes and the merged segments are counted in the figures above).
 
     Example:
         >>> report = BuildReport("logs/_bloomskip.index", SIDECAR, 2, ["a.parquet"], 900, 900)
@@ -46,6 +48,7 @@ class BuildReport:
     segments_written: int = 0
     warnings: list[str] = field(default_factory=list)
     migrated: list[str] = field(default_factory=list)
+    segments_merged: int = 0
 
     @property
     def sidecar(self) -> Path | None:
@@ -57,9 +60,10 @@ class BuildReport:
         done = f"{self.files} files, {len(self.rebuilt)} (re)indexed"
         if self.layout == SIDECAR:
             return f"{self.index}: {done}, {self.index_bytes:,} bytes"
+        merged = f", {self.segments_merged} merged" if self.segments_merged else ""
         return (
             f"{self.index}: version {self.version}, {done}, {len(self.removed)} removed, "
-            f"{self.segments_written} new segments, {self.bytes_written:,} bytes written"
+            f"{self.segments_written} new segments{merged}, {self.bytes_written:,} bytes written"
         )
 
     def to_dict(self) -> dict:
@@ -77,6 +81,7 @@ class BuildReport:
             "files_reindexed_from_sidecar": self.migrated,
             "files_removed": self.removed,
             "segments_written": self.segments_written,
+            "segments_merged": self.segments_merged,
             "bytes_written": self.bytes_written,
             "index_bytes": self.index_bytes,
             "warnings": self.warnings,

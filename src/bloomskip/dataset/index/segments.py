@@ -51,7 +51,25 @@ from bloomskip.dataset.index.sidecar import (
 from bloomskip.errors import BloomskipError, CommitConflictError, FormatError, StorageError
 
 MANIFEST_FORMAT = "bloomskip-manifest"
-MANIFEST_VERSION = 1
+#: Version 2 objects are commit records (what a version adds to and drops from its base);
+#: version 1 objects, each a whole manifest, are still read.
+MANIFEST_VERSION = 2
+READABLE_MANIFEST_VERSIONS = (1, 2)
+CHECKPOINT_FORMAT = "bloomskip-checkpoint"
+CHECKPOINT_VERSION = 1
+#: A commit writes a checkpoint once this many records follow the newest one, so a reader
+#: reads a checkpoint and at most this many small records in parallel.
+CHECKPOINT_INTERVAL = 10
+#: A record this large (a first build, a rebuild) is followed by a checkpoint at once: a
+#: checkpoint holds the same files in a fraction of the bytes.
+CHECKPOINT_RECORD_BYTES = 64 << 10
+#: Automatic compaction: small segments whose sizes lie within a factor of 4 form a tier, and
+#: a tier this full is merged by the build that filled it, so a lookup touches a few segments
+#: per tier, and a byte is rewritten once per tier it climbs.
+COMPACTION_TIER_SEGMENTS = 4
+#: The fields a file identity may hold (``ObjectInfo.identity``), with their types.
+IDENTITY_FIELDS = (("size", int), ("etag", str), ("version", str), ("mtime_ns", int),
+                   ("ctime_ns", int))  # fmt: skip
 VERSIONS = "versions/"
 SEGMENTS = "segments/"
 SEGMENT_SUFFIX = ".bsk"
@@ -100,6 +118,11 @@ class Manifest:
         damaged: One line per segment entry left out when the version was read (it failed
             its checksum, or its schema cannot be the files'): its files are scanned, and the
             next build indexes them again. Never written.
+        objects: The keys of the objects this version was read from (its checkpoint and the
+            records after it): what a vacuum must keep for it to stay readable. Never written.
+        replay: How many commit records were applied on top of a checkpoint (or of a whole
+            version-1 manifest) to read it; -1 when that base was a version-1 manifest, which
+            the next commit replaces with a checkpoint. Never written.
     """
 
     version: int
@@ -108,6 +131,8 @@ class Manifest:
     segments: tuple[SegmentEntry, ...]
     table: Mapping[str, int | str] | None = None
     damaged: tuple[str, ...] = ()
+    objects: frozenset[str] = field(default=frozenset(), compare=False)
+    replay: int = field(default=0, compare=False)
 
     def files(self, among: Iterable[str] | None = None) -> dict[str, tuple[SegmentEntry, Identity]]:
         """Every covered file: its segment and the identity it was indexed at.
@@ -220,6 +245,155 @@ class Change:
         return self.table if self.table["sequence"] >= recorded["sequence"] else recorded
 
 
+@dataclass(frozen=True)
+class Record:
+    """One version as its object states it: what it adds to and drops from its base version.
+
+    A version's manifest is its base's with the record applied (:meth:`apply`), so a commit
+    writes what it changes, not the whole index. A record with base 0 (and every version-1
+    object) states a whole manifest.
+
+    Attributes:
+        version: Its number.
+        base: The version it changes (0: none). Usually ``version - 1``; a commit made while
+            newer versions did not read builds on the newest one that did.
+        granule: The granule of the version.
+        indexes: Its index definitions.
+        added: Segments it adds (or restates: one of the base's keys with new parts). Every
+            file they cover leaves the base's segments.
+        dropped_segments: Base segments it drops whole.
+        dropped_files: Files it drops from the base's segments it keeps.
+        table: As :attr:`Manifest.table`.
+        damaged: As :attr:`Manifest.damaged`, for its own entries. Never written.
+        format_version: The object's format version. Never written.
+
+    Example:
+        >>> first = Record(1, 0, "row-group", (), (SegmentEntry("segments/a-0", 9, (), {"f": {}}),))
+        >>> [segment.key for segment in first.apply(None).segments]
+        ['segments/a-0']
+    """
+
+    version: int
+    base: int
+    granule: str | int
+    indexes: tuple[IndexSpec, ...]
+    added: tuple[SegmentEntry, ...]
+    dropped_segments: frozenset[str] = frozenset()
+    dropped_files: frozenset[str] = frozenset()
+    table: Mapping[str, int | str] | None = None
+    damaged: tuple[str, ...] = ()
+    format_version: int = MANIFEST_VERSION
+
+    def apply(self, base: Manifest | None) -> Manifest:
+        """The manifest of this version, given its base's (None for base 0)."""
+        gone_keys = self.dropped_segments | {segment.key for segment in self.added}
+        gone_files = set(self.dropped_files)
+        for segment in self.added:
+            gone_files.update(segment.files)
+        kept = []
+        for segment in base.segments if base is not None else ():
+            if segment.key in gone_keys:
+                continue
+            smaller, larger = sorted((gone_files, segment.files), key=len)
+            if not any(path in larger for path in smaller):
+                kept.append(segment)
+                continue
+            files = {path: ident for path, ident in segment.files.items() if path not in gone_files}
+            if files:
+                kept.append(_with_files(segment, files))
+        kept.extend(self.added)
+        return Manifest(
+            self.version, self.granule, self.indexes, tuple(kept), self.table, self.damaged
+        )
+
+
+def record_of(manifest: Manifest, base: Manifest | None) -> Record:
+    """The record that makes ``manifest`` of ``base``: what a commit writes.
+
+    A segment of ``base`` that ``manifest`` keeps as it was, or with fewer files, is not
+    restated: the files it lost are listed by name. Any other segment is added whole.
+
+    Example:
+        >>> one = SegmentEntry("segments/a-0", 9, (), {"f": {"size": 1}, "g": {"size": 2}})
+        >>> base = Manifest(1, "row-group", (), (one,))
+        >>> later = Manifest(2, "row-group", (), (_with_files(one, {"f": {"size": 1}}),))
+        >>> record = record_of(later, base)
+        >>> record.added, sorted(record.dropped_files), record.apply(base) == later
+        ((), ['g'], True)
+    """
+    if base is None:
+        added, dropped_segments, dropped_files = tuple(manifest.segments), frozenset(), set()
+    else:
+        before = {segment.key: segment for segment in base.segments}
+        kept: list[tuple[SegmentEntry, SegmentEntry]] = []
+        added = []
+        for segment in manifest.segments:
+            old = before.get(segment.key)
+            if old is not None and _narrows(old, segment):
+                kept.append((old, segment))
+            else:
+                added.append(segment)
+        added = tuple(added)
+        moved = {path for segment in added for path in segment.files}
+        dropped_files = {
+            path
+            for old, segment in kept
+            if len(old.files) != len(segment.files)
+            for path in old.files
+            if path not in segment.files and path not in moved
+        }
+        stated = {old.key for old, _ in kept} | {segment.key for segment in added}
+        dropped_segments = frozenset(
+            key for key, old in before.items() if key not in stated and not set(old.files) <= moved
+        )
+    return Record(
+        manifest.version,
+        0 if base is None else base.version,
+        manifest.granule,
+        manifest.indexes,
+        added,
+        dropped_segments,
+        frozenset(dropped_files),
+        manifest.table,
+    )
+
+
+def _narrows(old: SegmentEntry, new: SegmentEntry) -> bool:
+    """Whether ``new`` is ``old`` with some of its files left out."""
+    return (
+        (old.size, old.index_spans, old.schema) == (new.size, new.index_spans, new.schema)
+        and len(new.files) <= len(old.files)
+        and all(old.files.get(path) == identity for path, identity in new.files.items())
+    )
+
+
+def segments_to_merge(manifest: Manifest, small_bytes: int) -> list[SegmentEntry]:
+    """The small segments an automatic compaction merges now: those of every full tier.
+
+    Args:
+        manifest: The newest version.
+        small_bytes: Segments this large or larger are never merged.
+
+    Returns:
+        The segments to merge (empty: no tier holds :data:`COMPACTION_TIER_SEGMENTS`).
+
+    Example:
+        >>> entry = SegmentEntry("segments/a-0", 1000, (), {"f": {}})
+        >>> len(segments_to_merge(Manifest(1, "row-group", (), (entry,) * 4), 1 << 20))
+        4
+    """
+    tiers: dict[int, list[SegmentEntry]] = {}
+    for segment in manifest.segments:
+        if segment.size < small_bytes:
+            tiers.setdefault(segment.size.bit_length() // 2, []).append(segment)
+    return [
+        segment
+        for tier in tiers.values()
+        if len(tier) >= COMPACTION_TIER_SEGMENTS
+        for segment in tier
+    ]
+
+
 def concurrent_edit(
     started: Manifest | None,
     latest: Manifest,
@@ -328,8 +502,12 @@ class IndexLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         # The last version read, by the listing's description of its object: a dataset's
-        # explain and query, or successive queries, decode a large manifest once.
+        # explain and query, or successive queries, decode a large manifest once, and the
+        # next version is read as its record on top of it.
         self._last_read: tuple[tuple, Manifest] | None = None
+        # The checkpoints and records the last listing found.
+        self._checkpoints: dict[int, list[ObjectInfo]] = {}
+        self._records: set[int] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -342,13 +520,26 @@ class IndexLog:
         return {number: info.size for number, info in self.version_objects().items()}
 
     def version_objects(self) -> dict[int, ObjectInfo]:
-        """Every manifest version present, as the listing describes its object (one listing)."""
+        """Every manifest version present, as the listing describes its object (one listing,
+        which also finds the checkpoints)."""
         objects = {}
+        checkpoints = []
         for info in self.store.list(VERSIONS):
             number = version_number(info.key)
             if number is not None:
                 objects[number] = info
+            elif checkpoint_number(info.key) is not None:
+                checkpoints.append(info)
+        self.seen(objects, checkpoints)
         return objects
+
+    def seen(self, versions: Mapping[int, ObjectInfo], checkpoints: Iterable[ObjectInfo]) -> None:
+        """Record what a listing of ``versions/`` found (the data's own listing, when the
+        index lies in the data's prefix): reading a version then needs no listing."""
+        self._records = set(versions)
+        self._checkpoints = {}
+        for info in checkpoints:
+            self._checkpoints.setdefault(checkpoint_number(info.key), []).append(info)
 
     def latest(self) -> Manifest | None:
         """The newest manifest version, or ``None`` when there is none.
@@ -394,7 +585,8 @@ class IndexLog:
         return None, newest, unreadable
 
     def read_version(self, number: int, listed: ObjectInfo | None = None) -> Manifest:
-        """Read and validate manifest version ``number``.
+        """Read and validate version ``number``: the newest checkpoint at or below it, and the
+        records after it that lead to it, fetched in parallel.
 
         Args:
             number: The version.
@@ -403,7 +595,7 @@ class IndexLog:
                 modification time, ETag or version id, status-change time) is not read again.
 
         Raises:
-            FormatError: The version is oversized or corrupt.
+            FormatError: The version, or one it builds on, is oversized, corrupt or missing.
             StorageError: It cannot be read.
         """
         key = version_key(number)
@@ -417,12 +609,109 @@ class IndexLog:
             identity += (listed.ctime_ns,)
             if self._last_read is not None and self._last_read[0] == identity:
                 return self._last_read[1]
+        previous = self._last_read[1] if self._last_read is not None else None
         # Dropped first: the version decoded next would otherwise live beside it.
         self._last_read = None
-        manifest = decode_manifest(self.store.get(key), self.store.uri_of(key), number)
+        manifest = self._reconstruct(number, previous)
         if identity is not None:
             self._last_read = (identity, manifest)
         return manifest
+
+    def _reconstruct(self, number: int, previous: Manifest | None) -> Manifest:
+        """Version ``number`` from its records, down to a checkpoint, a record on no base, or
+        ``previous`` (the version read last, when the chain reaches it)."""
+        floor = max((n for n in self._checkpoints if n <= number), default=0)
+        if floor == number:
+            checkpoint = self._read_checkpoint(number)
+            if checkpoint is not None:
+                return checkpoint
+            floor = max((n for n in self._checkpoints if n < number), default=0)
+        listed = self._records
+        wanted = [
+            n
+            for n in range(floor + 1, number + 1)
+            if n == number or (listed is not None and n in listed)
+        ]
+        if previous is not None and previous.version in wanted:
+            wanted = [n for n in wanted if n > previous.version]
+        records = self._fetch_records(wanted)
+        chain: list[Record] = []
+        objects: set[str] = set()
+        current = number
+        base: Manifest | None = None
+        while True:
+            record = records.get(current)
+            if record is None:
+                record = self._fetch_records([current])[current]
+            if isinstance(record, BaseException):
+                if current == number:
+                    raise record
+                raise FormatError(
+                    f"version {number} builds on version {current}, which does not read: {record}",
+                    field="base",
+                    source=self.store.uri_of(version_key(number)),
+                )
+            chain.append(record)
+            objects.add(version_key(current))
+            if record.base == 0:
+                break
+            if previous is not None and previous.version == record.base:
+                base = previous
+                objects |= previous.objects
+                break
+            base = self._read_checkpoint(record.base)
+            if base is not None:
+                objects |= base.objects
+                break
+            current = record.base
+        manifest = base
+        for record in reversed(chain):
+            manifest = record.apply(manifest)
+        damaged = (base.damaged if base is not None else ()) + tuple(
+            line for record in reversed(chain) for line in record.damaged
+        )
+        legacy = chain[-1].base == 0 and chain[-1].format_version == 1
+        replay = (base.replay if base is not None else 0) + len(chain)
+        return dataclasses.replace(
+            manifest,
+            damaged=damaged,
+            objects=frozenset(objects),
+            replay=-1 if legacy or (base is not None and base.replay < 0) else replay,
+        )
+
+    def _fetch_records(self, numbers: Sequence[int]) -> dict[int, Record | BaseException]:
+        """The records of ``numbers``, read in parallel; an unreadable one is its error."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def read(number: int) -> Record | BaseException:
+            key = version_key(number)
+            try:
+                return decode_record(self.store.get(key), self.store.uri_of(key), number)
+            except FormatError as exc:
+                return exc
+            except StorageError as exc:
+                if self._records is not None and number not in self._records:
+                    return FormatError("is missing", source=self.store.uri_of(key))
+                return exc
+
+        if len(numbers) <= 1:
+            return {number: read(number) for number in numbers}
+        with ThreadPoolExecutor(min(16, len(numbers))) as pool:
+            return dict(zip(numbers, pool.map(read, numbers), strict=True))
+
+    def _read_checkpoint(self, number: int) -> Manifest | None:
+        """The checkpoint of version ``number`` that reads, or None (none listed or none reads:
+        the records below it are read instead)."""
+        for info in self._checkpoints.get(number, []):
+            if info.size > MAX_MANIFEST_BYTES:
+                continue
+            try:
+                data = self.store.get(info.key)
+                manifest = decode_checkpoint(data, self.store.uri_of(info.key), info.key)
+            except (FormatError, StorageError):
+                continue
+            return dataclasses.replace(manifest, objects=frozenset((info.key,)))
+        return None
 
     def read_segment(
         self, segment: SegmentEntry, index_numbers: Iterable[int], indexes: Sequence[IndexSpec]
@@ -507,13 +796,35 @@ class IndexLog:
             if manifest.version <= newest:
                 # Newer versions than ``base`` do not read: the new one supersedes them.
                 manifest = dataclasses.replace(manifest, version=newest + 1)
-            if self.store.put_if_absent(version_key(manifest.version), encode_manifest(manifest)):
+            record = encode_record(record_of(manifest, base))
+            if self.store.put_if_absent(version_key(manifest.version), record):
                 self._check_committed(change)
-                return manifest
+                return self._after_commit(manifest, base, len(record))
             time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
         raise CommitConflictError(
             f"{self.store.uri}: gave up committing after {COMMIT_ATTEMPTS} concurrent commits"
         )
+
+    def _after_commit(self, manifest: Manifest, base: Manifest | None, size: int) -> Manifest:
+        """Write a checkpoint of the version just committed when readers would otherwise
+        replay many records, a large one, a version-1 manifest or damaged entries; returns
+        the version as a reader will see it."""
+        replay = 1 if base is None else base.replay + 1
+        due = (
+            replay >= CHECKPOINT_INTERVAL
+            or size >= CHECKPOINT_RECORD_BYTES
+            or (base is not None and (base.replay < 0 or base.damaged))
+        )
+        if due:
+            try:
+                data = encode_checkpoint(manifest)
+            except ValueError:
+                pass  # an identity a checkpoint cannot hold: the records stay readable
+            else:
+                # Two writers of one checkpoint write the same bytes under the same name.
+                self.store.put_if_absent(checkpoint_key(manifest.version, data), data)
+                replay = 0
+        return dataclasses.replace(manifest, replay=replay)
 
     def _check_committed(self, change: Change) -> None:
         """Fail loudly if a vacuum deleted a segment of ``change`` before it was committed.
@@ -536,12 +847,13 @@ class IndexLog:
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and the segments no kept version references.
 
-        The newest ``keep_versions`` versions stay, and so does every object younger than
-        ``min_age_seconds``: a segment an unfinished build has written but not yet committed is
-        young, and a reader that listed the versions a moment ago still finds the one it chose.
-        A kept version that does not read references nothing that can be known; the newest
-        readable version is then kept too (however old), with every segment it names, since
-        the next build starts from it.
+        The newest ``keep_versions`` versions stay readable: each keeps the objects it is
+        read from (its checkpoint and the records after it) and every segment it names. So
+        does every object younger than ``min_age_seconds``: a segment an unfinished build has
+        written but not yet committed is young, and a reader that listed the versions a
+        moment ago still finds the ones it chose. A kept version that does not read
+        references nothing that can be known; the newest readable version is then kept too
+        (however old), with every segment it names, since the next build starts from it.
 
         Returns:
             The keys deleted.
@@ -551,22 +863,29 @@ class IndexLog:
         age_ok = {info.key for info in listed if now_ns - info.mtime_ns >= min_age_seconds * 1e9}
         numbers = self.version_numbers()
         kept_numbers = set(numbers[-keep_versions:] if keep_versions > 0 else numbers[-1:])
-        referenced: set[str] = set()
-        found_readable = False
-        for number in reversed(numbers):
-            if number not in kept_numbers and found_readable:
-                break
+        readable = self._readable(numbers, kept_numbers)
+        if readable and len(readable[-1].objects) > 1:
+            # The oldest kept version becomes a checkpoint, so the records before it can go.
+            oldest = readable[-1]
             try:
-                manifest = self.read_version(number)
-            except FormatError:
-                continue
-            kept_numbers.add(number)
-            found_readable = True
+                data = encode_checkpoint(oldest)
+            except ValueError:
+                pass
+            else:
+                self.store.put_if_absent(checkpoint_key(oldest.version, data), data)
+                self.version_objects()
+                readable = self._readable(numbers, kept_numbers)
+        needed = {version_key(number) for number in kept_numbers}
+        referenced: set[str] = set()
+        for manifest in readable:
+            needed |= manifest.objects
             referenced.update(segment.key for segment in manifest.segments)
         doomed = [
-            version_key(number)
-            for number in numbers
-            if number not in kept_numbers and version_key(number) in age_ok
+            info.key
+            for info in listed
+            if (version_number(info.key) is not None or checkpoint_number(info.key) is not None)
+            and info.key not in needed
+            and info.key in age_ok
         ]
         doomed += [
             info.key
@@ -577,13 +896,30 @@ class IndexLog:
             self.store.delete(key)
         return doomed
 
+    def _readable(self, numbers: list[int], kept: set[int]) -> list[Manifest]:
+        """The kept versions that read, newest first, and the newest readable one if none of
+        them reads (adding it to ``kept``)."""
+        found = []
+        for number in reversed(numbers):
+            if number not in kept and found:
+                break
+            try:
+                found.append(self.read_version(number))
+            except FormatError:
+                continue
+            kept.add(number)
+        return found
+
     def drop(self) -> int:
-        """Delete every version and segment of the index; returns how many objects went."""
+        """Delete every version, checkpoint and segment of the index; returns how many
+        objects went."""
         # Only what bloomskip writes: other objects under the location are not ours to delete.
         keys = [
             info.key
             for info in self.store.list("")
-            if version_number(info.key) is not None or is_segment_key(info.key)
+            if version_number(info.key) is not None
+            or checkpoint_number(info.key) is not None
+            or is_segment_key(info.key)
         ]
         self._last_read = None
         # Versions first: once none is left, no reader can see a half-deleted index.
@@ -817,14 +1153,19 @@ class _RangeReader:
 
 
 def encode_manifest(manifest: Manifest) -> bytes:
-    """The JSON bytes of ``manifest``.
+    """The JSON bytes of ``manifest`` as one record on no base (a whole manifest).
 
     Example:
         >>> encode_manifest(Manifest(1, "row-group", (), ()))[:40]
         b'{"format":"bloomskip-manifest","format_v'
     """
+    return encode_record(record_of(manifest, None))
+
+
+def encode_record(record: Record) -> bytes:
+    """The JSON bytes of ``record`` (format version 2, docs/segments.md)."""
     segments = []
-    for segment in manifest.segments:
+    for segment in record.added:
         entry = {
             "key": segment.key,
             "size": segment.size,
@@ -837,15 +1178,18 @@ def encode_manifest(manifest: Manifest) -> bytes:
     header = {
         "format": MANIFEST_FORMAT,
         "format_version": MANIFEST_VERSION,
-        "version": manifest.version,
-        "granule": manifest.granule,
+        "version": record.version,
+        "base": record.base,
+        "granule": record.granule,
         "indexes": [
             {"definition": spec.definition, "column_types": dict(spec.column_types)}
-            for spec in manifest.indexes
+            for spec in record.indexes
         ],
+        "drop_segments": sorted(record.dropped_segments),
+        "drop_files": sorted(record.dropped_files),
     }
-    if manifest.table is not None:
-        header["table"] = dict(manifest.table)
+    if record.table is not None:
+        header["table"] = dict(record.table)
     document = {**header, "segments": segments, "checksum": _checksum(header, "manifest", "")}
     return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")
 
@@ -905,7 +1249,7 @@ def _canonical_pieces(value: object) -> Iterable[str]:
 
 
 def decode_manifest(data: bytes, source: str, number: int | None = None) -> Manifest:
-    """Parse and validate manifest JSON.
+    """Parse and validate a whole manifest: a version-1 object, or a record on no base.
 
     Args:
         data: The bytes of a ``versions/….json`` object.
@@ -913,8 +1257,33 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         number: The version its key says it is; it must match the one inside.
 
     Raises:
-        FormatError: Not a bloomskip manifest, an unknown format version, or a field that is
-            missing or of the wrong kind (the message names it).
+        FormatError: Not a bloomskip manifest, an unknown format version, a record that
+            changes another version, or a field that is missing or of the wrong kind (the
+            message names it).
+    """
+    record = decode_record(data, source, number)
+    if record.base:
+        raise FormatError(
+            f"is a commit record on version {record.base}, not a whole manifest",
+            field="base",
+            source=source,
+        )
+    return record.apply(None)
+
+
+def decode_record(data: bytes, source: str, number: int | None = None) -> Record:
+    """Parse and validate one ``versions/….json`` object: a record (format version 2) or a
+    whole manifest (format version 1, read as a record on no base).
+
+    Args:
+        data: Its bytes.
+        source: Its URI, for messages.
+        number: The version its key says it is; it must match the one inside.
+
+    Raises:
+        FormatError: Oversized, not JSON, not a bloomskip manifest, an unknown format version,
+            a record without its checksum or failing it, or a field that is missing or of the
+            wrong kind (the message names it).
     """
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{len(data)} bytes is too large for a manifest", source=source)
@@ -930,14 +1299,17 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
     check = _Checker(source)
     check.that(isinstance(document, dict), "manifest", "is not a JSON object")
     check.that(document.get("format") == MANIFEST_FORMAT, "format", "is not a bloomskip manifest")
+    format_version = document.get("format_version")
     check.that(
-        document.get("format_version") == MANIFEST_VERSION,
+        format_version in READABLE_MANIFEST_VERSIONS and not isinstance(format_version, bool),
         "format_version",
-        f"is {document.get('format_version')!r}; this bloomskip reads {MANIFEST_VERSION}",
+        f"is {format_version!r}; this bloomskip reads {READABLE_MANIFEST_VERSIONS}",
     )
     # A version written with checksums has one over its header (every field but the
-    # segments) and one in each segment entry; an older version has none, and is read as is.
+    # segments) and one in each segment entry; an older version-1 object has none, and is
+    # read as is.
     sealed = "checksum" in document
+    check.that(sealed or format_version == 1, "checksum", "is missing")
     if sealed:
         header = {name: value for name, value in document.items() if name != "segments"}
         check.that(
@@ -947,6 +1319,19 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         )
     version = check.count(document.get("version"), "version")
     check.that(number is None or version == number, "version", f"differs from its key ({number})")
+    base = 0
+    dropped_segments: frozenset[str] = frozenset()
+    dropped_files: frozenset[str] = frozenset()
+    if format_version == 2:
+        base = check.count(document.get("base"), "base")
+        check.that(base < version, "base", f"is not below the version ({version})")
+        dropped_segments = _names(document.get("drop_segments"), "drop_segments", check)
+        dropped_files = _names(document.get("drop_files"), "drop_files", check)
+        check.that(
+            base or not (dropped_segments or dropped_files),
+            "drop_files",
+            "drops from no base",
+        )
     granule = document.get("granule")
     check.that(
         granule == "row-group" or (_is_count(granule) and granule > 0), "granule", "is invalid"
@@ -976,8 +1361,224 @@ def decode_manifest(data: bytes, source: str, number: int | None = None) -> Mani
         overlap = seen.intersection(entry.files)
         check.that(not overlap, "segments", f"cover {sorted(overlap)[:1]} twice")
         seen.update(entry.files)
+    check.that(
+        len({entry.key for entry in entries}) == len(entries), "segments", "name a key twice"
+    )
     table = _table_record(document.get("table"), check)
-    return Manifest(version, granule, specs, tuple(entries), table, tuple(damaged))
+    return Record(
+        version,
+        base,
+        granule,
+        specs,
+        tuple(entries),
+        dropped_segments,
+        dropped_files,
+        table,
+        tuple(damaged),
+        format_version,
+    )
+
+
+def _names(item: object, field_name: str, check: _Checker) -> frozenset[str]:
+    check.that(
+        isinstance(item, list) and all(isinstance(name, str) for name in item),
+        field_name,
+        "is not a list of names",
+    )
+    return frozenset(item)  # type: ignore[arg-type]
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+_CHECKPOINT_KEY = re.compile(r"versions/(\d{20})\.checkpoint\.([0-9a-f]{64})\.parquet")
+
+
+def checkpoint_key(number: int, data: bytes) -> str:
+    """The key of a checkpoint of version ``number`` holding ``data``: its SHA-256 is in
+    the name, so a reader verifies the bytes it gets against the key it listed.
+
+    Example:
+        >>> checkpoint_key(20, b"")[:50]
+        'versions/00000000000000000020.checkpoint.e3b0c4429'
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    return f"{VERSIONS}{number:0{_VERSION_DIGITS}d}.checkpoint.{digest}.parquet"
+
+
+def checkpoint_number(key: str) -> int | None:
+    """The version a checkpoint key holds, or None for any other key.
+
+    Example:
+        >>> checkpoint_number(checkpoint_key(7, b"x")), checkpoint_number(version_key(7))
+        (7, None)
+    """
+    match = _CHECKPOINT_KEY.fullmatch(key)
+    return int(match.group(1)) if match else None
+
+
+def encode_checkpoint(manifest: Manifest) -> bytes:
+    """``manifest`` as a checkpoint: a Parquet file of one row per file (its segment's number,
+    its path and its identity's fields), whose key-value metadata ``bloomskip`` holds the
+    definitions and the segments (docs/segments.md, "Checkpoints").
+
+    Raises:
+        ValueError: An identity holds a field or a value type a checkpoint cannot hold.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    numbers: list[int] = []
+    paths: list[str] = []
+    columns: dict[str, list] = {name: [] for name, _ in IDENTITY_FIELDS}
+    known = {name for name, _ in IDENTITY_FIELDS}
+    for number, segment in enumerate(manifest.segments):
+        for path, identity in segment.files.items():
+            if not identity.keys() <= known:
+                raise ValueError(f"identity fields {sorted(identity.keys() - known)} of {path}")
+            numbers.append(number)
+            paths.append(path)
+            for name, values in columns.items():
+                values.append(identity.get(name))
+    header = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": CHECKPOINT_VERSION,
+        "version": manifest.version,
+        "granule": manifest.granule,
+        "indexes": [
+            {"definition": spec.definition, "column_types": dict(spec.column_types)}
+            for spec in manifest.indexes
+        ],
+        "segments": [
+            {
+                "key": segment.key,
+                "size": segment.size,
+                "index_spans": [list(span) for span in segment.index_spans],
+                "schema": segment.schema,
+                "files": len(segment.files),
+            }
+            for segment in manifest.segments
+        ],
+    }
+    if manifest.table is not None:
+        header["table"] = dict(manifest.table)
+    arrays = {"segment": pa.array(numbers, pa.int32()), "path": pa.array(paths, pa.string())}
+    try:
+        for name, kind in IDENTITY_FIELDS:
+            arrays[name] = pa.array(columns[name], pa.int64() if kind is int else pa.string())
+    except (pa.ArrowException, TypeError) as exc:
+        raise ValueError(f"identity field {name}: {exc}") from exc
+    table = pa.table(arrays).replace_schema_metadata(
+        {"bloomskip": json.dumps(header, separators=(",", ":"))}
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def decode_checkpoint(data: bytes, source: str, key: str) -> Manifest:
+    """Parse and validate a checkpoint (see :func:`encode_checkpoint`).
+
+    Args:
+        data: Its bytes.
+        source: Its URI, for messages.
+        key: Its key: the bytes must have the SHA-256 the key names.
+
+    Raises:
+        FormatError: Oversized, damaged (the digest differs), not Parquet, or a field that is
+            missing, of the wrong kind or inconsistent (the message names it).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    check = _Checker(source)
+    check.that(len(data) <= MAX_MANIFEST_BYTES, "checkpoint", "is too large")
+    match = _CHECKPOINT_KEY.fullmatch(key)
+    check.that(match is not None, "key", "is not a checkpoint key")
+    check.that(
+        hashlib.sha256(data).hexdigest() == match.group(2),
+        "checkpoint",
+        "does not have the SHA-256 its name states: it is damaged",
+    )
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+        header = json.loads((table.schema.metadata or {})[b"bloomskip"])
+    except (pa.ArrowException, OSError, KeyError, ValueError, RecursionError) as exc:
+        raise FormatError(f"not a checkpoint: {exc}", field="checkpoint", source=source) from exc
+    check.that(isinstance(header, dict), "bloomskip", "is not a JSON object")
+    check.that(header.get("format") == CHECKPOINT_FORMAT, "format", "is not a checkpoint")
+    check.that(
+        header.get("format_version") == CHECKPOINT_VERSION,
+        "format_version",
+        f"is {header.get('format_version')!r}; this bloomskip reads {CHECKPOINT_VERSION}",
+    )
+    version = check.count(header.get("version"), "version")
+    check.that(version == int(match.group(1)), "version", "differs from its key")
+    granule = header.get("granule")
+    check.that(
+        granule == "row-group" or (_is_count(granule) and granule > 0), "granule", "is invalid"
+    )
+    indexes = check.list(header.get("indexes"), "indexes")
+    specs = tuple(_index_spec(item, f"indexes[{n}]", check) for n, item in enumerate(indexes))
+    expected = {"segment": pa.int32(), "path": pa.string()}
+    expected.update(
+        (name, pa.int64() if kind is int else pa.string()) for name, kind in IDENTITY_FIELDS
+    )
+    for name, kind in expected.items():
+        check.that(
+            name in table.column_names and table.schema.field(name).type == kind,
+            name,
+            f"is not a column of {kind}",
+        )
+    rows = table.num_rows
+    numbers = table.column("segment")
+    items = check.list(header.get("segments"), "segments")
+    counts = [0] * len(items)
+    if rows:
+        check.that(
+            numbers.null_count == 0
+            and pc.min(numbers).as_py() >= 0
+            and pc.max(numbers).as_py() < len(items),
+            "segment",
+            "names no segment",
+        )
+        check.that(table.column("path").null_count == 0, "path", "is missing")
+        check.that(table.column("size").null_count == 0, "size", "is missing")
+        check.that(pc.min(table.column("size")).as_py() >= 0, "size", "is negative")
+        told = pc.or_(pc.is_valid(table.column("etag")), pc.is_valid(table.column("ctime_ns")))
+        check.that(pc.all(told).as_py(), "etag", "nor ctime_ns tells a file apart")
+        for name in ("mtime_ns", "ctime_ns"):
+            least = pc.min(table.column(name)).as_py()
+            check.that(least is None or least >= 0, name, "is negative")
+        for item in pc.value_counts(numbers).to_pylist():
+            counts[item["values"]] = item["counts"]
+    paths = table.column("path").to_pylist()
+    check.that(len(set(paths)) == rows, "path", "names a file twice")
+    values = {name: table.column(name).to_pylist() for name, _ in IDENTITY_FIELDS}
+    files: list[dict[str, dict]] = [{} for _ in items]
+    for row, (number, path) in enumerate(zip(numbers.to_pylist(), paths, strict=True)):
+        files[number][path] = {
+            name: column[row] for name, column in values.items() if column[row] is not None
+        }
+    segments, damaged = [], []
+    for n, item in enumerate(items):
+        where = f"segments[{n}]"
+        check.that(isinstance(item, dict), where, "is not an object")
+        check.that(item.get("files") == counts[n] and counts[n] > 0, f"{where}.files",
+                   "does not count its rows")  # fmt: skip
+        entry = _segment({**item, "files": files[n]}, where, len(specs), check)
+        problem = _schema_problem(entry.schema, specs)
+        if problem is not None:
+            damaged.append(
+                f"{source}: {where} is damaged ({problem}); its files are scanned until the "
+                "next build indexes them again"
+            )
+            continue
+        segments.append(entry)
+    check.that(len({entry.key for entry in segments}) == len(segments), "segments",
+               "name a key twice")  # fmt: skip
+    table_record = _table_record(header.get("table"), check)
+    return Manifest(version, granule, specs, tuple(segments), table_record, tuple(damaged))
 
 
 def decode_schema(text: str):

@@ -226,11 +226,17 @@ class SegmentStore(IndexStore):
     def location(self) -> str:
         return self._location
 
-    def seen_in_listing(self, versions: dict[int, ObjectInfo], segments: set[str]) -> None:
-        """Record the versions and segments a listing of the data found (an index nested in
-        the data's prefix): the next reads need no listing of their own."""
+    def seen_in_listing(
+        self,
+        versions: dict[int, ObjectInfo],
+        segments: set[str],
+        checkpoints: list[ObjectInfo] = (),
+    ) -> None:
+        """Record the versions, checkpoints and segments a listing of the data found (an
+        index nested in the data's prefix): the next reads need no listing of their own."""
         self._version_objects.update(versions)
         self._listed_segments = segments
+        self.log.seen(versions, checkpoints)
 
     def latest(self, versions: Iterable[int] | None = None) -> Manifest | None:
         """The newest manifest version (``versions``: the numbers a listing already found).
