@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import random
 
+import pyarrow as pa
 import pytest
 
 from bloomskip import FormatError
 from bloomskip._store import open_store
+from bloomskip.clickhouse.ddl import parse_index_definition
+from bloomskip.clickhouse.index import SkipIndex
 from bloomskip.dataset.index.segments import (
     CHECKPOINT_INTERVAL,
     Change,
@@ -35,10 +38,19 @@ SPECS = (IndexSpec("INDEX a a TYPE bloom_filter(0.01) GRANULARITY 1", (("a", "In
 OTHER = (IndexSpec("INDEX a a TYPE bloom_filter(0.2) GRANULARITY 1", (("a", "Int64"),)),)
 
 
+def _payload(spec: IndexSpec, n: int) -> bytes:
+    table = pa.table({"a": pa.array([n, n + 1, n + 2], pa.int64())})
+    return SkipIndex.build(parse_index_definition(spec.definition), table, [3]).to_bytes()
+
+
 def _segment(log: IndexLog, paths: list[str], tag: str, specs=SPECS) -> SegmentEntry:
     files = {
         path: FileEntry(
-            path, "parquet", FileIdentity(10 + n, 7, "0" * 64), [3], [b"\x01" * 8 for _ in specs]
+            path,
+            "parquet",
+            FileIdentity(10 + n, 7, "0" * 64),
+            [3],
+            [_payload(spec, n) for spec in specs],
         )
         for n, path in enumerate(paths)
     }

@@ -216,7 +216,13 @@ def test_a_manifest_pointing_at_another_index_segment_hides_no_row(tmp_path, whe
     log = IndexLog(store)
     manifest = log.latest()
     (ours,) = manifest.segments
-    pointed = type(ours)(foreign.key, foreign.size, foreign.index_spans, ours.files, ours.schema)
+    pointed = dataclasses.replace(
+        ours,
+        key=foreign.key,
+        size=foreign.size,
+        index_spans=foreign.index_spans,
+        directory=foreign.directory,
+    )
     store.put(
         version_key(manifest.version + 1),
         encode_manifest(type(manifest)(manifest.version + 1, manifest.granule,
@@ -238,7 +244,10 @@ def test_a_segment_object_replaced_by_another_index_segment_hides_no_row(tmp_pat
     store = open_store(index)
     (ours,) = IndexLog(store).latest().segments
     replacement = other.store.get(foreign.key)
-    assert len(replacement) == ours.size  # the same layout: only the files' records differ
     store.put(ours.key, replacement)
     warnings = _check_rows(tmp_path, data, index)
-    assert any("is not this index's" in line for line in warnings)
+    # Its compressed directory may differ in length from ours: then the object does not
+    # read at our spans at all; else its records are another index's. Either way: scanned.
+    assert any(
+        "is not this index's" in line or f"{ours.key} unreadable" in line for line in warnings
+    ), warnings

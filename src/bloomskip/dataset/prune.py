@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.listing.files import IdentityCache, Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
-from bloomskip.errors import FormatError
+from bloomskip.errors import FormatError, StorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -562,11 +562,11 @@ def prune(
             if index is None:
                 outcome.note = "not used: no readable payload section"
                 continue
-            may_match = np.asarray(condition.may_match(index), bool)
+            may_match = np.asarray(probe(condition, index), bool)
             _spread(outcome, may_match, usable, states, sidecar.granule)
-        except ValueError as exc:
-            # A malformed payload, or a predicate the engine cannot evaluate: keeping every
-            # granule is always correct.
+        except (ValueError, StorageError) as exc:
+            # A malformed payload or slice, a part that cannot be read, or a predicate the
+            # engine cannot evaluate: keeping every granule is always correct.
             outcome.note = f"not used: {exc}"
             warnings.append(f"index {spec.definition} not used: {exc}")
             continue
@@ -683,6 +683,19 @@ def _in_utc(parsed):
     return parsed
 
 
+def probe(condition, index):
+    """``condition.may_match(index)``, after reading what it tests of a sliced index.
+
+    Raises:
+        ValueError: A malformed payload, or a predicate the engine cannot evaluate.
+        FormatError: A slice of a sliced part fails its check.
+    """
+    prepare = getattr(index, "prepare", None)
+    if prepare is not None:
+        prepare(condition)
+    return condition.may_match(index)
+
+
 def _engine_index(number, spec, states, indexed, cache):
     """The decoded ``SkipIndex`` of index ``number`` over the indexed files it can use.
 
@@ -705,6 +718,13 @@ def _engine_index(number, spec, states, indexed, cache):
         spec,
         tuple((i, states[i].relative_path, states[i].entry.identity) for i in indexed),
     )
+    if key not in cache and any(hasattr(states[i].entry.payloads, "sliced_part") for i in indexed):
+        index, usable, problems = _probe_index(number, spec, states, indexed)
+        if problems:
+            return index, usable, problems
+        if len(cache) > 64:
+            cache.clear()
+        cache[key] = (index, usable, problems)
     if key not in cache:
         payload, good, errors = join_sections(
             [states[i].entry.payloads for i in indexed],
@@ -733,6 +753,80 @@ def _engine_index(number, spec, states, indexed, cache):
             cache.clear()
         cache[key] = (index, usable, problems)
     return cache[key]
+
+
+def _probe_index(number, spec, states, indexed):
+    """The index of ``number`` over the indexed files when some of them lie in sliced parts:
+    a :class:`~bloomskip.dataset.index.probe.ProbeIndex` whose pieces are each part's chosen
+    granules and, for files with plain payloads, their joined payloads.
+
+    Returns:
+        ``(index, usable, problems)`` as :func:`_engine_index`.
+    """
+    import numpy as np
+
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.clickhouse.index import SkipIndex, _index_column_types
+    from bloomskip.dataset.index.probe import Piece, ProbeIndex
+    from bloomskip.dataset.index.sidecar import join_sections
+
+    definition = parse_index_definition(spec.definition)
+    problems, located = [], []
+    for i in indexed:
+        payloads = states[i].entry.payloads
+        try:
+            located.append((i, payloads.sliced_part(number) if hasattr(payloads, "sliced_part")
+                            else None))  # fmt: skip
+        except FormatError as exc:
+            problems.append(
+                f"index {spec.definition} not used for {states[i].relative_path}, scanning "
+                f"it: {exc}"
+            )
+    plain = [i for i, where in located if where is None]
+    plain_first: dict[int, int] = {}
+    plain_granules = None
+    if plain:
+        payload, good, errors = join_sections([states[i].entry.payloads for i in plain], number)
+        problems += [
+            f"index {spec.definition} not used for {states[plain[item]].relative_path}, "
+            f"scanning it: {exc}"
+            for item, exc in errors.items()
+        ]
+        first = 0
+        for item in good:
+            plain_first[plain[item]] = first
+            first += int((np.asarray(states[plain[item]].entry.granule_rows) > 0).sum())
+        if good:
+            rows = np.concatenate(
+                [np.asarray(states[plain[item]].entry.granule_rows, np.int64) for item in good]
+            )
+            plain_granules = SkipIndex.from_bytes(
+                definition, payload, rows[rows > 0], dict(spec.column_types)
+            ).granules
+    pieces: list[Piece] = []
+    usable, rows = [], []
+    for i, where in located:
+        if where is None:
+            if i not in plain_first:
+                continue
+            granules, first, read_ranges, whole = plain_granules, plain_first[i], None, None
+            count = int((np.asarray(states[i].entry.granule_rows) > 0).sum())
+        else:
+            part, first, count = where
+            granules, read_ranges, whole = part.granules, part.read_ranges, part.whole
+        usable.append(i)
+        file_rows = np.asarray(states[i].entry.granule_rows, np.int64)
+        rows.append(file_rows[file_rows > 0])
+        chosen = np.arange(first, first + count, dtype=np.int64)
+        if pieces and pieces[-1].granules is granules:
+            pieces[-1].chosen = np.concatenate((pieces[-1].chosen, chosen))
+        else:
+            pieces.append(Piece(granules, chosen, read_ranges, whole))
+    if not usable:
+        return None, usable, problems
+    types = _index_column_types(definition, dict(spec.column_types))
+    index = ProbeIndex(definition, types, np.concatenate(rows), pieces)
+    return index, usable, problems
 
 
 #: At most this many predicate atoms get their own verdict in an explanation (each is compiled
@@ -845,7 +939,7 @@ def atom_outcomes(
                 if not condition.useful:
                     item.note = "this index cannot evaluate this predicate"
                     continue
-                may_match = np.asarray(condition.may_match(index), bool)
+                may_match = np.asarray(probe(condition, index), bool)
                 _spread(item, may_match, usable, result.files, result.granule)
             except ValueError as exc:
                 item.note = f"not used: {exc}"

@@ -300,8 +300,7 @@ class LakeDataset:
                 )
                 continue
             report.warnings[:0] = self.listing.warnings + notes
-            if report.segments_written:
-                self._merge_full_tiers(report)
+            self._merge_full_tiers(report)
             return report
         raise CommitConflictError(
             f"{self.index_location}: other builds changed the index definitions {BUILD_ROUNDS} "
@@ -974,8 +973,12 @@ class LakeDataset:
         if automatic:
             small = segments_to_merge(manifest, small_bytes)
         else:
-            small = [segment for segment in manifest.segments if segment.size < small_bytes]
-        if len(small) < 2:
+            small = [
+                segment
+                for segment in manifest.segments
+                if segment.size < small_bytes or segment.directory is None
+            ]
+        if len(small) < 2 and not any(segment.directory is None for segment in small):
             return None
         written_before = self.log.store.stats.bytes_written
         numbers = list(range(len(manifest.indexes)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -40,13 +41,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
-from bloomskip._store import ObjectInfo, Store, coalesce
+from bloomskip._store import COALESCE_GAP, ObjectInfo, Store, coalesce
 from bloomskip.dataset.index.sidecar import (
     FileEntry,
     IndexSpec,
     Sidecar,
     decode_sidecar_from,
-    encode_sidecar,
 )
 from bloomskip.errors import BloomskipError, CommitConflictError, FormatError, StorageError
 
@@ -76,6 +76,9 @@ SEGMENT_SUFFIX = ".bsk"
 _VERSION_DIGITS = 20
 #: A manifest larger than this is refused before it is parsed (10⁶ files fit in far less).
 MAX_MANIFEST_BYTES = 1 << 30
+#: Slices of a sliced part fewer than this many bytes apart are read in one request: reading
+#: a small gap costs less than another request, a large one more than the slices themselves.
+SLICE_GAP = 16 << 10
 #: How often a commit re-reads the latest version and retries after losing a race.
 COMMIT_ATTEMPTS = 50
 
@@ -95,13 +98,18 @@ class SegmentEntry:
         files: The files it covers in this version, each with the identity it was indexed at.
         schema: The Arrow schema its files unify to, serialized (Arrow IPC) and base64-encoded:
             a query learns the dataset's columns without reading every file's footer.
+        directory: ``(offset, length)`` of the segment's file directory: a segment of format
+            2, whose index parts are bit-sliced (docs/sliced-layout.md) and whose
+            ``index_spans`` are ``(offset, length, head)``, ``head`` the bytes of the part's
+            header. None: format 1, each part a sidecar of that index.
     """
 
     key: str
     size: int
-    index_spans: tuple[tuple[int, int], ...]
+    index_spans: tuple[tuple[int, ...], ...]
     files: Mapping[str, Identity]
     schema: str = ""
+    directory: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -361,37 +369,43 @@ def record_of(manifest: Manifest, base: Manifest | None) -> Record:
 def _narrows(old: SegmentEntry, new: SegmentEntry) -> bool:
     """Whether ``new`` is ``old`` with some of its files left out."""
     return (
-        (old.size, old.index_spans, old.schema) == (new.size, new.index_spans, new.schema)
+        (old.size, old.index_spans, old.schema, old.directory)
+        == (new.size, new.index_spans, new.schema, new.directory)
         and len(new.files) <= len(old.files)
         and all(old.files.get(path) == identity for path, identity in new.files.items())
     )
 
 
 def segments_to_merge(manifest: Manifest, small_bytes: int) -> list[SegmentEntry]:
-    """The small segments an automatic compaction merges now: those of every full tier.
+    """The segments an automatic compaction merges now: those of every full tier of small
+    segments, and every segment of format 1 (its parts are rewritten bit-sliced, from the bits
+    it holds: the migration reads no data file).
 
     Args:
         manifest: The newest version.
-        small_bytes: Segments this large or larger are never merged.
+        small_bytes: Segments of format 2 this large or larger are never merged.
 
     Returns:
-        The segments to merge (empty: no tier holds :data:`COMPACTION_TIER_SEGMENTS`).
+        The segments to merge (empty: no tier holds :data:`COMPACTION_TIER_SEGMENTS` and
+        every segment is of format 2).
 
     Example:
-        >>> entry = SegmentEntry("segments/a-0", 1000, (), {"f": {}})
+        >>> entry = SegmentEntry("segments/a-0", 1000, (), {"f": {}}, directory=(0, 10))
         >>> len(segments_to_merge(Manifest(1, "row-group", (), (entry,) * 4), 1 << 20))
         4
     """
     tiers: dict[int, list[SegmentEntry]] = {}
+    legacy = [segment for segment in manifest.segments if segment.directory is None]
     for segment in manifest.segments:
-        if segment.size < small_bytes:
+        if segment.size < small_bytes and segment.directory is not None:
             tiers.setdefault(segment.size.bit_length() // 2, []).append(segment)
-    return [
+    full = [
         segment
         for tier in tiers.values()
         if len(tier) >= COMPACTION_TIER_SEGMENTS
         for segment in tier
     ]
+    return legacy + full
 
 
 def concurrent_edit(
@@ -457,12 +471,9 @@ def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
         raise BloomskipError("there is no index to drop an index from")
     gone = index_number(base.indexes, name)
     segments = tuple(
-        SegmentEntry(
-            segment.key,
-            segment.size,
-            tuple(span for n, span in enumerate(segment.index_spans) if n != gone),
-            segment.files,
-            segment.schema,
+        dataclasses.replace(
+            segment,
+            index_spans=tuple(span for n, span in enumerate(segment.index_spans) if n != gone),
         )
         for segment in base.segments
     )
@@ -471,7 +482,7 @@ def _without_index(base: Manifest | None, name: str, number: int) -> Manifest:
 
 
 def _with_files(segment: SegmentEntry, files: Mapping[str, Identity]) -> SegmentEntry:
-    return SegmentEntry(segment.key, segment.size, segment.index_spans, files, segment.schema)
+    return dataclasses.replace(segment, files=files)
 
 
 class _DefinitionsChanged(CommitConflictError):
@@ -756,15 +767,17 @@ class IndexLog:
         Returns:
             Its manifest entry, to be committed with :meth:`commit`.
         """
-        parts = [
-            encode_sidecar(_one_index(sidecar, number)).data
-            for number in range(len(sidecar.indexes))
-        ] or [encode_sidecar(sidecar).data]
-        spans, offset = [], 0
-        for part in parts[: len(sidecar.indexes)]:
-            spans.append((offset, len(part)))
+        from bloomskip.dataset.index.sliced import encode_part, part_header_length
+
+        directory = encode_directory(sidecar, identities)
+        pieces, spans, offset = [directory], [], len(directory)
+        for number in range(len(sidecar.indexes)):
+            part = encode_part(_granules_of(sidecar, number))
+            spans.append((offset, len(part), part_header_length(part)))
+            pieces.append(part)
             offset += len(part)
-        data = b"".join(parts)
+        data = b"".join(pieces)
+        del pieces
         for _ in range(8):  # 64 random bits: a second attempt is already one in 2**64
             key = f"{SEGMENTS}{time.time_ns():x}-{secrets.token_hex(8)}{SEGMENT_SUFFIX}"
             if self.store.put_if_absent(key, data):
@@ -775,7 +788,7 @@ class IndexLog:
                 "create-only writes"
             )
         files = {path: dict(identities[path]) for path in sidecar.files}
-        return SegmentEntry(key, len(data), tuple(spans), files, schema)
+        return SegmentEntry(key, len(data), tuple(spans), files, schema, (0, len(directory)))
 
     def commit(self, change: Change) -> Manifest:
         """Apply ``change`` to the latest version and create the next one; retry on a race.
@@ -966,15 +979,117 @@ def version_number(key: str) -> int | None:
     return None
 
 
-def _one_index(sidecar: Sidecar, number: int) -> Sidecar:
-    """The part of a segment for index ``number``: the same files, that index alone."""
-    files = {
-        path: FileEntry(
-            entry.path, entry.format, entry.identity, entry.granule_rows, [entry.payloads[number]]
+def _granules_of(sidecar: Sidecar, number: int):
+    """Index ``number``'s granules over the sidecar's files, in its file order."""
+    import numpy as np
+
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.clickhouse.index import SkipIndex
+
+    spec = sidecar.indexes[number]
+    entries = list(sidecar.files.values())
+    payload = b"".join(bytes(entry.payloads[number]) for entry in entries)
+    rows = np.concatenate(
+        [np.zeros(0, np.int64)] + [np.asarray(entry.granule_rows, np.int64) for entry in entries]
+    )
+    definition = parse_index_definition(spec.definition)
+    index = SkipIndex.from_bytes(definition, payload, rows[rows > 0], dict(spec.column_types))
+    return index.granules
+
+
+DIRECTORY_MAGIC = b"BSKDIR01"
+#: A directory that inflates past this is refused (10⁶ files take far less).
+MAX_DIRECTORY_BYTES = 1 << 30
+
+
+def encode_directory(sidecar: Sidecar, identities: Mapping[str, Identity]) -> bytes:
+    """A format-2 segment's file directory: each file, in the parts' granule order, with its
+    format, the identity it was indexed at and its granules' rows (docs/sliced-layout.md).
+
+    The footer hash is kept only where the manifest's identity is that hash (a listing without
+    ETags): elsewhere the size and modification time tell the segment's files apart.
+    """
+    import zlib
+
+    rows = []
+    for path, entry in sidecar.files.items():
+        etag = identities[path].get("etag")
+        footer = (
+            entry.identity.footer_sha256
+            if isinstance(etag, str) and etag.startswith("footer-")
+            else ""
         )
-        for path, entry in sidecar.files.items()
-    }
-    return Sidecar(sidecar.granule, [sidecar.indexes[number]], files)
+        rows.append(
+            [path, entry.format, entry.identity.size, entry.identity.mtime_ns, footer,
+             [int(count) for count in entry.granule_rows]]
+        )  # fmt: skip
+    document = {"granule": sidecar.granule, "files": rows}
+    body = zlib.compress(json.dumps(document, separators=(",", ":")).encode("utf-8"), 6)
+    return DIRECTORY_MAGIC + hashlib.sha256(body).digest() + body
+
+
+def decode_directory(data: bytes, source: str) -> tuple[str | int, dict[str, FileEntry]]:
+    """Parse and validate a segment's file directory (see :func:`encode_directory`).
+
+    Returns:
+        ``(granule, entries)``: the entries, in the parts' order, without payloads.
+
+    Raises:
+        FormatError: A wrong magic, a SHA-256 mismatch, a directory that inflates too far, or
+            a field of the wrong kind (the message names it).
+    """
+    import zlib
+
+    from bloomskip.dataset.index.sidecar import FILE_FORMATS
+    from bloomskip.dataset.listing.files import FileIdentity
+
+    check = _Checker(source)
+    check.that(data[:8] == DIRECTORY_MAGIC, "directory", "does not start with its magic")
+    check.that(
+        len(data) >= 40 and hashlib.sha256(data[40:]).digest() == data[8:40],
+        "directory",
+        "fails its SHA-256: it is damaged",
+    )
+    inflater = zlib.decompressobj()
+    try:
+        text = inflater.decompress(data[40:], MAX_DIRECTORY_BYTES)
+        document = json.loads(text)
+    except (zlib.error, ValueError, RecursionError) as exc:
+        raise FormatError(f"directory is not readable: {exc}", field="directory",
+                          source=source) from exc  # fmt: skip
+    check.that(not inflater.unconsumed_tail, "directory", "inflates past 1 GiB")
+    check.that(isinstance(document, dict), "directory", "is not a JSON object")
+    granule = document.get("granule")
+    check.that(
+        granule == "row-group" or (_is_count(granule) and granule > 0), "directory.granule",
+        "is invalid",
+    )  # fmt: skip
+    files = check.list(document.get("files"), "directory.files")
+    entries: dict[str, FileEntry] = {}
+    for n, item in enumerate(files):
+        where = f"directory.files[{n}]"
+        check.that(isinstance(item, list) and len(item) == 6, where, "is not a file entry")
+        path, kind, size, mtime_ns, footer, granule_rows = item
+        check.that(isinstance(path, str) and path not in entries, where, "has a bad path")
+        check.that(kind in FILE_FORMATS, where, "has an unknown format")
+        check.that(_is_count(size) and _is_count(mtime_ns), where, "has a bad identity")
+        check.that(
+            isinstance(footer, str) and (footer == "" or (len(footer) == 64 and _is_hex(footer))),
+            where,
+            "has a bad footer hash",
+        )
+        check.that(
+            isinstance(granule_rows, list) and all(map(_is_count, granule_rows)),
+            where,
+            "has bad granule rows",
+        )
+        identity = FileIdentity(size, mtime_ns, footer)
+        entries[path] = FileEntry(path, kind, identity, granule_rows, ())
+    return granule, entries
+
+
+def _is_hex(text: str) -> bool:
+    return all(character in "0123456789abcdef" for character in text)
 
 
 class SegmentView:
@@ -988,6 +1103,10 @@ class SegmentView:
         self._indexes = indexes
         self._source = source
         self._parts: dict[int, Sidecar] = {}
+        # A format-2 segment: its directory, each sliced part probed, each part read whole.
+        self._directory: tuple[str | int, dict[str, FileEntry], dict] | None = None
+        self._sliced: dict[int, SlicedPart] = {}
+        self._whole: dict[int, object] = {}
 
     def part(self, number: int) -> Sidecar:
         if number not in self._parts:
@@ -1039,6 +1158,8 @@ class SegmentView:
             FormatError: A part is truncated, fails its checksum, or is not this index's.
             StorageError: The segment cannot be read.
         """
+        if self._segment.directory is not None:
+            return self._open_sliced(numbers)
         spans = self._segment.index_spans
         self._reader.fetch(
             [
@@ -1067,6 +1188,170 @@ class SegmentView:
             for path, entry in first.files.items()
         }
         return Sidecar(first.granule, list(self._indexes), files)
+
+    def _open_sliced(self, numbers: list[int]) -> Sidecar:
+        """:meth:`open` of a format-2 segment: its directory and the headers of the parts of
+        ``numbers``, in one coalesced read; no slice is read yet."""
+        spans = self._segment.index_spans
+        if len(self._indexes) != len(spans):
+            raise FormatError(
+                f"{len(spans)} index parts for {len(self._indexes)} indexes",
+                field="index_spans",
+                source=self._source,
+            )
+        wanted = [(spans[n][0], spans[n][2]) for n in numbers if n < len(spans)]
+        # Apart, not coalesced: the bytes between are other indexes' slices.
+        self._reader.fetch([self._segment.directory, *wanted], gap=SLICE_GAP)
+        granule, entries, _ = self._directory_entries()
+        for number in numbers:
+            if number < len(spans):
+                self.sliced_part(number)
+        files = {
+            path: FileEntry(
+                entry.path,
+                entry.format,
+                entry.identity,
+                entry.granule_rows,
+                _SlicedPayloads(self, path, len(spans)),
+            )
+            for path, entry in entries.items()
+        }
+        return Sidecar(granule, list(self._indexes), files)
+
+    def _held(self, offset: int, length: int, what: str, field_name: str) -> bytes:
+        self._reader.fetch([(offset, length)], gap=SLICE_GAP)
+        if not self._reader.holds(offset, length):
+            raise FormatError(
+                f"the segment ends inside {what} (bytes {offset}-{offset + length} expected): "
+                "it is truncated",
+                field=field_name,
+                offset=offset,
+                source=self._source,
+            )
+        return bytes(self._reader.read(offset, length))
+
+    def _directory_entries(self) -> tuple[str | int, dict[str, FileEntry], dict]:
+        """The directory's granule, entries and each file's first granule and granule count
+        in the parts (only non-empty granules are in a part)."""
+        if self._directory is None:
+            offset, length = self._segment.directory
+            data = self._held(offset, length, "its directory", "directory")
+            granule, entries = decode_directory(data, self._source)
+            for path, recorded in self._segment.files.items():
+                entry = entries.get(path)
+                if entry is None or not _indexed_as(entry.identity, recorded):
+                    # Another index's segment over files of the same names: its bits
+                    # describe other bytes, and pruning with them would hide rows.
+                    found = entry.identity if entry is not None else "nothing"
+                    raise FormatError(
+                        f"it indexed {path} at another identity ({found}) than the manifest "
+                        f"records ({dict(recorded)}): it is not this index's",
+                        field="directory",
+                        source=self._source,
+                    )
+            spans, first = {}, 0
+            for path, entry in entries.items():
+                count = sum(1 for rows in entry.granule_rows if rows > 0)
+                spans[path] = (first, count)
+                first += count
+            self._directory = (granule, entries, spans)
+        return self._directory
+
+    def sliced_part(self, number: int) -> SlicedPart:
+        """Index ``number``'s sliced part: its header read and checked, no slice yet.
+
+        Raises:
+            FormatError: The header is damaged, or not of this index or these files.
+        """
+        from bloomskip.clickhouse.ddl import parse_index_definition
+        from bloomskip.dataset.index.sliced import read_part_header, sliced_granules
+
+        if number not in self._sliced:
+            offset, length, head = self._segment.index_spans[number]
+            data = self._held(offset, head, f"index part {number}", f"index_spans[{number}]")
+            header = read_part_header(data, self._source, part_size=length)
+            _, _, spans = self._directory_entries()
+            expected = parse_index_definition(self._indexes[number].definition)
+            granules = sum(count for _, count in spans.values())
+            if header.definition != expected or header.granule_count != granules:
+                raise FormatError(
+                    f"part {number} does not hold index {number} of the manifest over the "
+                    "segment's granules",
+                    field=f"index_spans[{number}]",
+                    offset=offset,
+                    source=self._source,
+                )
+
+            def read_ranges(ranges: list[tuple[int, int]], start: int = offset) -> list[bytes]:
+                moved = [(start + first, size) for first, size in ranges]
+                self._reader.fetch(moved, gap=SLICE_GAP)
+                return [self._reader.read(first, size) for first, size in moved]
+
+            self._sliced[number] = SlicedPart(
+                sliced_granules(header, self._source), spans, read_ranges,
+                functools.partial(self.whole_part, number),
+            )  # fmt: skip
+        return self._sliced[number]
+
+    def whole_part(self, number: int):
+        """Index ``number``'s granules, the whole part read (compaction, fill statistics)."""
+        from bloomskip.clickhouse.ddl import parse_index_definition
+        from bloomskip.dataset.index.sliced import decode_part
+
+        if number not in self._whole:
+            offset, length, _ = self._segment.index_spans[number]
+            self.sliced_part(number)  # checks the header against the manifest and directory
+            data = self._held(offset, length, f"index part {number}", f"index_spans[{number}]")
+            definition = parse_index_definition(self._indexes[number].definition)
+            self._whole[number] = decode_part(data, definition, self._source)
+        return self._whole[number]
+
+    def payload(self, number: int, path: str) -> bytes:
+        """One file's granules of index ``number`` as a plain payload (the part read whole)."""
+        granules = self.whole_part(number)
+        first, count = self._directory_entries()[2][path]
+        return b"".join(granules.granule_bytes(j) for j in range(first, first + count))
+
+
+@dataclass
+class SlicedPart:
+    """One sliced index part of a segment, ready to probe.
+
+    Attributes:
+        granules: Its granules (``plan``, ``fetch``, then probes).
+        files: Each file's first granule in the part and its count.
+        read_ranges: Reads ranges of the part (offsets relative to it), few and coalesced.
+        whole: The part's plain granules, read whole.
+    """
+
+    granules: object
+    files: dict[str, tuple[int, int]]
+    read_ranges: object
+    whole: object
+
+
+class _SlicedPayloads(Sequence):
+    """A file's payload of each index of a format-2 segment: probed in place through
+    :meth:`sliced_part`, or read whole on access."""
+
+    def __init__(self, view: SegmentView, path: str, count: int) -> None:
+        self._view = view
+        self._path = path
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, number: int):
+        if not 0 <= number < self._count:
+            raise IndexError(number)
+        return self._view.payload(number, self._path)
+
+    def sliced_part(self, number: int) -> tuple[SlicedPart, int, int]:
+        """``(part, first granule, granule count)`` of this file in index ``number``."""
+        part = self._view.sliced_part(number)
+        first, count = part.files[self._path]
+        return part, first, count
 
 
 class _PartPayloads(Sequence):
@@ -1110,16 +1395,17 @@ class _RangeReader:
         self._chunks: list = []
         self.fetch(ranges)
 
-    def fetch(self, ranges: list[tuple[int, int]]) -> None:
-        """Read the ``ranges`` not held yet, coalesced, with as few requests as they allow."""
+    def fetch(self, ranges: list[tuple[int, int]], gap: int = COALESCE_GAP) -> None:
+        """Read the ``ranges`` not held yet, coalesced across gaps up to ``gap`` bytes, with
+        as few requests as they allow."""
         wanted = [
             (start, min(length, self._size - start))
             for start, length in ranges
             if start < self._size and not self.holds(start, min(length, self._size - start))
         ]
-        merged = coalesce(wanted)
+        merged = coalesce(wanted, gap)
         if merged:
-            chunks = self._store.get_ranges(self._key, merged)
+            chunks = self._store.get_ranges(self._key, merged, gap)
             # Recorded at the length that came back: a truncated object holds less.
             self._chunks += [
                 ((start, len(chunk)), chunk)
@@ -1173,6 +1459,8 @@ def encode_record(record: Record) -> bytes:
             "files": {path: dict(identity) for path, identity in segment.files.items()},
             "schema": segment.schema,
         }
+        if segment.directory is not None:
+            entry["directory"] = list(segment.directory)
         entry["checksum"] = _checksum(entry, "segments[]", "")
         segments.append(entry)
     header = {
@@ -1455,6 +1743,7 @@ def encode_checkpoint(manifest: Manifest) -> bytes:
                 "index_spans": [list(span) for span in segment.index_spans],
                 "schema": segment.schema,
                 "files": len(segment.files),
+                **({"directory": list(segment.directory)} if segment.directory else {}),
             }
             for segment in manifest.segments
         ],
@@ -1668,15 +1957,27 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
         "is not a segment key",
     )
     size = check.count(item.get("size"), f"{where}.size")
+    directory = item.get("directory")
+    if directory is not None:
+        name = f"{where}.directory"
+        check.that(isinstance(directory, list) and len(directory) == 2, name, "is not a span")
+        directory = (check.count(directory[0], name), check.count(directory[1], name))
+        check.that(sum(directory) <= size, name, "lies past the segment's end")
     spans = check.list(item.get("index_spans"), f"{where}.index_spans")
     check.that(len(spans) == indexes, f"{where}.index_spans", f"has not {indexes} entries")
     index_spans = []
+    numbers = 2 if directory is None else 3
     for number, span in enumerate(spans):
         name = f"{where}.index_spans[{number}]"
-        check.that(isinstance(span, list) and len(span) == 2, name, "is not [offset, length]")
-        offset, length = check.count(span[0], name), check.count(span[1], name)
-        check.that(offset + length <= size, name, "lies past the segment's end")
-        index_spans.append((offset, length))
+        check.that(
+            isinstance(span, list) and len(span) == numbers,
+            name,
+            "is not [offset, length]" if directory is None else "is not [offset, length, head]",
+        )
+        counts = tuple(check.count(value, name) for value in span)
+        check.that(counts[0] + counts[1] <= size, name, "lies past the segment's end")
+        check.that(directory is None or counts[2] <= counts[1], name, "has a head past its part")
+        index_spans.append(counts)
     files = item.get("files")
     check.that(isinstance(files, dict) and files, f"{where}.files", "is not a non-empty object")
     if not _all_identities(files.values()):
@@ -1688,7 +1989,7 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
             )
     schema = item.get("schema", "")
     check.that(isinstance(schema, str), f"{where}.schema", "is not a string")
-    return SegmentEntry(key, size, tuple(index_spans), files, schema)
+    return SegmentEntry(key, size, tuple(index_spans), files, schema, directory)
 
 
 def _all_identities(identities: Iterable[object]) -> bool:

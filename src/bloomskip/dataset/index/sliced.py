@@ -1099,6 +1099,21 @@ class SlicedGranules(Granules):
             self._fetched[(c, b)] = (blocks, data[first])
         return total
 
+    def unfetched(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Those of ``ranges`` (from :meth:`plan`) not fetched yet: a part probed by several
+        conditions reads each block once.
+
+        Raises:
+            ValueError: A range that is not one block of this part.
+        """
+        missing = []
+        for offset, length in ranges:
+            c, b, block = self._block_of(offset, length)
+            held = self._fetched.get((c, b))
+            if held is None or not np.isin(block, held[0]):
+                missing.append((offset, length))
+        return missing
+
     def _block_of(self, offset: int, length: int) -> tuple[int, int, int]:
         region = int(np.searchsorted(self._region_starts, offset, side="right")) - 1
         if region >= 0:
