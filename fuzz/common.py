@@ -33,6 +33,7 @@ with atheris.instrument_imports(include=["bloomskip"]):
     import bloomskip.clickhouse.part_cli  # noqa: F401
     import bloomskip.dataset.index.segments  # noqa: F401
     import bloomskip.dataset.index.sidecar  # noqa: F401
+    import bloomskip.dataset.index.sliced  # noqa: F401
     import bloomskip.tsfile.filter  # noqa: F401
     import bloomskip.tsfile.reader  # noqa: F401
     from bloomskip.errors import BloomskipError

@@ -1,9 +1,10 @@
-"""A manifest version of the segmented index (``versions/<n>.json``, docs/segments.md).
+"""A manifest version of the segmented index (``versions/<n>.json``, docs/segments.md): a
+commit record (format 2) or a whole manifest (format 1).
 
 The first byte of an input is a flag: odd means the checksums (the header's and each segment
 entry's) are recomputed first when the rest is a JSON object, so that mutations reach the field
-checks and the schema checks behind them. When a manifest decodes, it is written again and
-reads back equal, without the entries it left out as damaged.
+checks and the schema checks behind them. When a record decodes, it is written again and reads
+back equal, without the entries it left out as damaged; one on no base also applies.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import json
 
 from common import main, selector
 
-from bloomskip.dataset.index.segments import _checksum, decode_manifest, encode_manifest
+from bloomskip.dataset.index.segments import (
+    MANIFEST_VERSION,
+    _checksum,
+    decode_record,
+    encode_record,
+)
 
 
 def reseal(data: bytes) -> bytes:
@@ -37,9 +43,11 @@ def test_one_input(data: bytes) -> None:
     flag, data = selector(data, 2)
     if flag:
         data = reseal(data)
-    manifest = decode_manifest(data, "fuzz.json")
-    again = decode_manifest(encode_manifest(manifest), "again.json", manifest.version)
-    assert again == dataclasses.replace(manifest, damaged=())
+    record = decode_record(data, "fuzz.json")
+    again = decode_record(encode_record(record), "again.json", record.version)
+    assert again == dataclasses.replace(record, damaged=(), format_version=MANIFEST_VERSION)
+    if not record.base:
+        record.apply(None)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,28 @@ def manifest_seeds(scratch: Path) -> None:
             _save("manifest", b"\x01" + data)
 
 
+def segment_seeds(scratch: Path) -> None:
+    """The directory and the bit-sliced parts of the segments ``LakeDataset.build_index``
+    writes over the dataset tests' files (every index kind), plain and to be resealed."""
+    sys.path.insert(0, str(ROOT / "tests" / "dataset"))
+    from dataset_fixtures import INDEXES, write_dataset
+
+    from bloomskip.dataset.backends.lake import LakeDataset
+
+    directory, index = scratch / "lake-sliced", scratch / "lake-sliced-index"
+    write_dataset(directory, [(300, 97), (200, 64)])
+    lake = LakeDataset(directory, index_location=index)
+    lake.build_index(INDEXES, progress=False)
+    for segment in lake.latest_manifest().segments:
+        data = (index / segment.key).read_bytes()
+        offset, length = segment.directory
+        _save("segment", b"\x00" + data[offset : offset + length])
+        _save("segment", b"\x02" + data[offset : offset + length])
+        for offset, length, _ in segment.index_spans:
+            _save("segment", b"\x01" + data[offset : offset + length])
+            _save("segment", b"\x03" + data[offset : offset + length])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make every corpus (again with --force); returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -179,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         tsfile_seeds(Path(scratch))
         sidecar_seeds(Path(scratch))
         manifest_seeds(Path(scratch))
+        segment_seeds(Path(scratch))
     (WORK_DIR / "done").write_text("")
     for folder in sorted(CORPUS_DIR.iterdir()):
         print(f"{folder.name:16s} {len(list(folder.iterdir())):4d} seeds")

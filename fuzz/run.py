@@ -31,7 +31,8 @@ TARGETS = {
     "ch_granules": ".idx granules of bloom_filter / ngrambf_v1 / tokenbf_v1",
     "ch_part": "whole MergeTree parts, one file replaced",
     "sidecar": "the sidecar index file",
-    "manifest": "a manifest version of the segmented index",
+    "manifest": "a manifest version of the segmented index (record or whole manifest)",
+    "segment": "a format-2 segment's file directory and bit-sliced index parts",
 }
 #: libFuzzer's own guards: a slow input is a hang, and the whole process has a memory ceiling
 #: (each harness also bounds the peak growth of a single input to 64 MB).

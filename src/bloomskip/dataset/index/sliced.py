@@ -94,6 +94,9 @@ _NO_COUNT = 0
 # Bounds checked before anything is allocated (a hostile header cannot ask for more).
 MAX_HEADER_LENGTH = 1 << 28
 MAX_GRANULES = (1 << 32) - 1
+#: A part whose granules all have empty filters (no slices to bound their count) holds at most
+#: this many.
+MAX_EMPTY_GRANULES = 1 << 20
 MAX_COLUMNS = 1024
 MAX_DEFINITION_LENGTH = 1 << 16
 MAX_WIDTH = (1 << 32) - 1
@@ -423,6 +426,20 @@ def read_part_header(
         offset = reader.position
         fields = _BUCKET_RECORD.unpack(reader.take(_BUCKET_RECORD.size, f"bucket[{b}]"))
         records.append((offset, *fields))
+    if bucket_count == 1:
+        # No bucket map to bound the granule count: the slices must hold G bits each (at least
+        # W * G bytes) before G-sized arrays are made; a part of empty filters only, at most
+        # MAX_EMPTY_GRANULES of them.
+        record_offset, width, members = records[0][:3]
+        room = part_length - header_length
+        if members != granule_count or (
+            width * granule_count > room if width else granule_count > MAX_EMPTY_GRANULES
+        ):
+            raise _error(
+                f"{members} members of width {width} for {granule_count} granules in "
+                f"{room} bytes of slices",
+                "bucket[0].member_count", record_offset + 4, source,
+            )  # fmt: skip
     offsets_position = reader.position
     column_offsets = np.frombuffer(
         reader.take(8 * bucket_count * column_count, "offsets"), "<u8"
