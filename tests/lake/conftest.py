@@ -72,5 +72,14 @@ def store(location: str) -> Store:
     return open_store(location)
 
 
+@pytest.fixture(params=["local", "s3"])
+def lake_at(request: pytest.FixtureRequest, tmp_path) -> tuple[str, str]:
+    """``(data, index)`` locations: a folder with an index kept elsewhere, or a bucket."""
+    if request.param == "local":
+        return str(tmp_path / "data"), str(tmp_path / "index")
+    bucket = request.getfixturevalue("bucket")
+    return f"s3://{bucket}/data", f"s3://{bucket}/index"
+
+
 # The dataset tests' data and predicate corpus (tests/dataset), reused here on object storage.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dataset"))

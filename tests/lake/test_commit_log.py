@@ -244,15 +244,6 @@ def test_hostile_checkpoints_are_refused_naming_the_field(store):
         decode_checkpoint(**resealed(table.replace_schema_metadata({})))
 
 
-@pytest.fixture(params=["local", "s3"])
-def lake_at(request, tmp_path):
-    """``(data, index)`` locations: a folder with an index kept elsewhere, or a bucket."""
-    if request.param == "local":
-        return str(tmp_path / "data"), str(tmp_path / "index")
-    bucket = request.getfixturevalue("bucket")
-    return f"s3://{bucket}/data", f"s3://{bucket}/index"
-
-
 def test_appends_are_compacted_by_tier_and_rows_stay_exact(tmp_path, lake_at):
     """One-file appends each write a small segment; the build that fills a tier merges it, so
     the number of segments a lookup reads stays small, and every query returns DuckDB's rows."""

@@ -13,7 +13,6 @@ import stat
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from lake_fixtures import upload
 
 from bloomskip import Dataset
@@ -96,14 +95,6 @@ def test_decisions_equal_the_sidecar_granules_and_rows_equal_duckdb(tmp_path):
         got = sorted(lake.run(ours, where_sql).column("user_id").to_pylist())
         assert got == _duckdb(data, where_sql), where_sql
     assert pruned > 100  # the indexes did prune: the comparison can fail
-
-
-@pytest.fixture(params=["local", "s3"])
-def lake_at(request, tmp_path):
-    if request.param == "local":
-        return str(tmp_path / "data"), str(tmp_path / "index")
-    bucket = request.getfixturevalue("bucket")
-    return f"s3://{bucket}/data", f"s3://{bucket}/index"
 
 
 def test_a_lookup_reads_a_small_share_of_the_index(tmp_path, lake_at):

@@ -1177,17 +1177,22 @@ class SegmentView:
         first = self.part(numbers[0])
         for number in numbers[1:]:
             self.part(number)
+        return self._opened(first.granule, first.files, _PartPayloads)
+
+    def _opened(self, granule: str | int, entries: Mapping[str, FileEntry], kind) -> Sidecar:
+        """The segment's files as a sidecar whose payloads ``kind`` reads through this view."""
+        count = len(self._segment.index_spans)
         files = {
             path: FileEntry(
                 entry.path,
                 entry.format,
                 entry.identity,
                 entry.granule_rows,
-                _PartPayloads(self, path, len(self._segment.index_spans)),
-            )
-            for path, entry in first.files.items()
+                kind(self, path, count),
+            )  # fmt: skip
+            for path, entry in entries.items()
         }
-        return Sidecar(first.granule, list(self._indexes), files)
+        return Sidecar(granule, list(self._indexes), files)
 
     def _open_sliced(self, numbers: list[int]) -> Sidecar:
         """:meth:`open` of a format-2 segment: its directory and the headers of the parts of
@@ -1206,17 +1211,7 @@ class SegmentView:
         for number in numbers:
             if number < len(spans):
                 self.sliced_part(number)
-        files = {
-            path: FileEntry(
-                entry.path,
-                entry.format,
-                entry.identity,
-                entry.granule_rows,
-                _SlicedPayloads(self, path, len(spans)),
-            )
-            for path, entry in entries.items()
-        }
-        return Sidecar(granule, list(self._indexes), files)
+        return self._opened(granule, entries, _SlicedPayloads)
 
     def _held(self, offset: int, length: int, what: str, field_name: str) -> bytes:
         self._reader.fetch([(offset, length)], gap=SLICE_GAP)
@@ -1307,7 +1302,10 @@ class SegmentView:
         return self._whole[number]
 
     def payload(self, number: int, path: str) -> bytes:
-        """One file's granules of index ``number`` as a plain payload (the part read whole)."""
+        """One file's granules of index ``number`` as a plain payload (of format 2: the part
+        read whole)."""
+        if self._segment.directory is None:
+            return self.part(number).files[path].payloads[0]
         granules = self.whole_part(number)
         first, count = self._directory_entries()[2][path]
         return b"".join(granules.granule_bytes(j) for j in range(first, first + count))
@@ -1330,30 +1328,6 @@ class SlicedPart:
     whole: object
 
 
-class _SlicedPayloads(Sequence):
-    """A file's payload of each index of a format-2 segment: probed in place through
-    :meth:`sliced_part`, or read whole on access."""
-
-    def __init__(self, view: SegmentView, path: str, count: int) -> None:
-        self._view = view
-        self._path = path
-        self._count = count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, number: int):
-        if not 0 <= number < self._count:
-            raise IndexError(number)
-        return self._view.payload(number, self._path)
-
-    def sliced_part(self, number: int) -> tuple[SlicedPart, int, int]:
-        """``(part, first granule, granule count)`` of this file in index ``number``."""
-        part = self._view.sliced_part(number)
-        first, count = part.files[self._path]
-        return part, first, count
-
-
 class _PartPayloads(Sequence):
     """A file's payload of each index, read (and verified) from that index's part."""
 
@@ -1368,7 +1342,18 @@ class _PartPayloads(Sequence):
     def __getitem__(self, number: int):
         if not 0 <= number < self._count:
             raise IndexError(number)
-        return self._view.part(number).files[self._path].payloads[0]
+        return self._view.payload(number, self._path)
+
+
+class _SlicedPayloads(_PartPayloads):
+    """A file's payloads in a format-2 segment: probed in place through :meth:`sliced_part`,
+    or read whole on access."""
+
+    def sliced_part(self, number: int) -> tuple[SlicedPart, int, int]:
+        """``(part, first granule, granule count)`` of this file in index ``number``."""
+        part = self._view.sliced_part(number)
+        first, count = part.files[self._path]
+        return part, first, count
 
 
 class _Slice:
