@@ -9,7 +9,7 @@ granules, and the ratio of bytes against reading every granule's filter. A last 
 many buckets a bloom_filter gets when the per-granule distinct counts vary (low-cardinality
 data), and what that costs. Times are medians of ``--runs`` runs.
 
-Run: ``PYTHONPATH=src python benchmarks/sliced_layout.py [--granules 300 3000] [--runs 5]``
+Run: ``python benchmarks/sliced_layout.py [--granules 300 3000] [--runs 5]``
 """
 
 from __future__ import annotations
