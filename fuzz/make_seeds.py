@@ -178,9 +178,10 @@ def segment_seeds(scratch: Path) -> None:
         offset, length = segment.directory
         _save("segment", b"\x00" + data[offset : offset + length])
         _save("segment", b"\x02" + data[offset : offset + length])
-        for offset, length, _ in segment.index_spans:
-            _save("segment", b"\x01" + data[offset : offset + length])
-            _save("segment", b"\x03" + data[offset : offset + length])
+        for offset, length, head, slices_at in segment.index_spans:
+            part = data[offset : offset + head] + data[slices_at : slices_at + length - head]
+            _save("segment", b"\x01" + part)
+            _save("segment", b"\x03" + part)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,11 +128,11 @@ def test_a_damaged_slice_hides_no_row(tmp_path):
     lake = LakeDataset(str(data), index_location=str(index))
     lake.build_index(INDEXES[:1], progress=False)
     (segment,) = lake.latest_manifest().segments
-    offset, length, head = segment.index_spans[0]
+    _, length, head, slices_at = segment.index_spans[0]
     path = index / segment.key
     raw = bytearray(path.read_bytes())
     # Clear every byte of the slices: a probe of any value finds no bit, unless refused.
-    raw[offset + head : offset + length] = bytes(length - head)
+    raw[slices_at : slices_at + length - head] = bytes(length - head)
     os.chmod(path, stat.S_IWUSR | stat.S_IRUSR)
     path.write_bytes(bytes(raw))
     lake = LakeDataset(str(data), index_location=str(index))

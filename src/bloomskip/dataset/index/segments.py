@@ -100,8 +100,9 @@ class SegmentEntry:
             a query learns the dataset's columns without reading every file's footer.
         directory: ``(offset, length)`` of the segment's file directory: a segment of format
             2, whose index parts are bit-sliced (docs/sliced-layout.md) and whose
-            ``index_spans`` are ``(offset, length, head)``, ``head`` the bytes of the part's
-            header. None: format 1, each part a sidecar of that index.
+            ``index_spans`` are ``(header offset, part length, header length, slices
+            offset)``: every part's header follows the directory, its slices lie further on.
+            None: format 1, each part a sidecar of that index.
     """
 
     key: str
@@ -770,14 +771,23 @@ class IndexLog:
         from bloomskip.dataset.index.sliced import encode_part, part_header_length
 
         directory = encode_directory(sidecar, identities)
-        pieces, spans, offset = [directory], [], len(directory)
-        for number in range(len(sidecar.indexes)):
-            part = encode_part(_granules_of(sidecar, number))
-            spans.append((offset, len(part), part_header_length(part)))
-            pieces.append(part)
-            offset += len(part)
-        data = b"".join(pieces)
-        del pieces
+        parts = [encode_part(_granules_of(sidecar, n)) for n in range(len(sidecar.indexes))]
+        heads = [part_header_length(part) for part in parts]
+        # Every part's header right after the directory, so that a query reads the directory
+        # and the headers of the indexes it uses in one range; then the parts' slices.
+        header_at = len(directory)
+        slices_at = header_at + sum(heads)
+        spans = []
+        for part, head in zip(parts, heads, strict=True):
+            spans.append((header_at, len(part), head, slices_at))
+            header_at += head
+            slices_at += len(part) - head
+        data = b"".join(
+            [directory]
+            + [part[:head] for part, head in zip(parts, heads, strict=True)]
+            + [part[head:] for part, head in zip(parts, heads, strict=True)]
+        )
+        del parts
         for _ in range(8):  # 64 random bits: a second attempt is already one in 2**64
             key = f"{SEGMENTS}{time.time_ns():x}-{secrets.token_hex(8)}{SEGMENT_SUFFIX}"
             if self.store.put_if_absent(key, data):
@@ -1262,7 +1272,7 @@ class SegmentView:
         from bloomskip.dataset.index.sliced import read_part_header, sliced_granules
 
         if number not in self._sliced:
-            offset, length, head = self._segment.index_spans[number]
+            offset, length, head, slices_at = self._segment.index_spans[number]
             data = self._held(offset, head, f"index part {number}", f"index_spans[{number}]")
             header = read_part_header(data, self._source, part_size=length)
             _, _, spans = self._directory_entries()
@@ -1277,7 +1287,11 @@ class SegmentView:
                     source=self._source,
                 )
 
-            def read_ranges(ranges: list[tuple[int, int]], start: int = offset) -> list[bytes]:
+            def read_ranges(
+                ranges: list[tuple[int, int]], start: int = slices_at - head
+            ) -> list[bytes]:
+                # The part's slices lie apart from its header: a part offset past the header
+                # is that far into the slices.
                 moved = [(start + first, size) for first, size in ranges]
                 self._reader.fetch(moved, gap=SLICE_GAP)
                 return [self._reader.read(first, size) for first, size in moved]
@@ -1294,9 +1308,12 @@ class SegmentView:
         from bloomskip.dataset.index.sliced import decode_part
 
         if number not in self._whole:
-            offset, length, _ = self._segment.index_spans[number]
+            offset, length, head, slices_at = self._segment.index_spans[number]
             self.sliced_part(number)  # checks the header against the manifest and directory
-            data = self._held(offset, length, f"index part {number}", f"index_spans[{number}]")
+            name = f"index part {number}"
+            data = self._held(offset, head, name, f"index_spans[{number}]") + self._held(
+                slices_at, length - head, name, f"index_spans[{number}]"
+            )
             definition = parse_index_definition(self._indexes[number].definition)
             self._whole[number] = decode_part(data, definition, self._source)
         return self._whole[number]
@@ -1951,17 +1968,26 @@ def _segment(item: object, where: str, indexes: int, check: _Checker) -> Segment
     spans = check.list(item.get("index_spans"), f"{where}.index_spans")
     check.that(len(spans) == indexes, f"{where}.index_spans", f"has not {indexes} entries")
     index_spans = []
-    numbers = 2 if directory is None else 3
+    numbers = 2 if directory is None else 4
     for number, span in enumerate(spans):
         name = f"{where}.index_spans[{number}]"
         check.that(
             isinstance(span, list) and len(span) == numbers,
             name,
-            "is not [offset, length]" if directory is None else "is not [offset, length, head]",
+            "is not [offset, length]"
+            if directory is None
+            else "is not [header offset, length, header length, slices offset]",
         )
         counts = tuple(check.count(value, name) for value in span)
-        check.that(counts[0] + counts[1] <= size, name, "lies past the segment's end")
-        check.that(directory is None or counts[2] <= counts[1], name, "has a head past its part")
+        if directory is None:
+            check.that(counts[0] + counts[1] <= size, name, "lies past the segment's end")
+        else:
+            offset, length, head, slices_at = counts
+            check.that(
+                head <= length and offset + head <= size and slices_at + length - head <= size,
+                name,
+                "lies past the segment's end",
+            )
         index_spans.append(counts)
     files = item.get("files")
     check.that(isinstance(files, dict) and files, f"{where}.files", "is not a non-empty object")
