@@ -42,7 +42,7 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -311,7 +311,6 @@ def read_part_header(
         >>> header.granule_count, [b.width for b in header.buckets], header.header_length
         (3, [64], 159)
     """
-    from bloomskip.clickhouse.ddl import parse_index_definition
 
     source = source or "sliced part"
     data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
@@ -336,6 +335,85 @@ def read_part_header(
     column_count = reader.number(2, "column_count")
     bucket_count = reader.number(4, "bucket_count")
     definition_length = reader.number(4, "definition_length")
+    fixed = _Fixed(
+        part_length, granule_count, kind, map_width, counts_flag, reserved, column_count,
+        bucket_count, definition_length,
+    )  # fmt: skip
+    _check_fixed(fixed, header_length, part_size, source)
+    definition = _read_definition(reader, fixed, source)
+    records = []
+    for b in range(bucket_count):
+        offset = reader.position
+        fields = _BUCKET_RECORD.unpack(reader.take(_BUCKET_RECORD.size, f"bucket[{b}]"))
+        records.append((offset, *fields))
+    if bucket_count == 1:
+        # No bucket map to bound the granule count: the slices must hold G bits each (at least
+        # W * G bytes) before G-sized arrays are made; a part of empty filters only, at most
+        # MAX_EMPTY_GRANULES of them.
+        record_offset, width, members = records[0][:3]
+        room = part_length - header_length
+        if members != granule_count or (
+            width * granule_count > room if width else granule_count > MAX_EMPTY_GRANULES
+        ):
+            raise _error(
+                f"{members} members of width {width} for {granule_count} granules in "
+                f"{room} bytes of slices",
+                "bucket[0].member_count", record_offset + 4, source,
+            )  # fmt: skip
+    offsets_position = reader.position
+    column_offsets = np.frombuffer(
+        reader.take(8 * bucket_count * column_count, "offsets"), "<u8"
+    ).reshape(column_count, bucket_count)
+    bucket_of, member_counts = _read_bucket_map(reader, fixed, source)
+    counts_position = reader.position
+    counts = _read_counts(reader, fixed, source)
+    if reader.position != body_end:
+        raise _error(
+            f"{body_end - reader.position} unread header bytes", "header", reader.position, source
+        )
+
+    buckets = _make_buckets(records, member_counts, bucket_of, fixed, definition, source)
+    counts = _checked_counts(buckets, bucket_of, counts, counts_position, fixed, definition, source)
+    offsets = _slice_offsets(
+        buckets, column_offsets, fixed, header_length, offsets_position, source
+    )
+    return PartHeader(
+        definition=definition,
+        granule_count=granule_count,
+        header_length=header_length,
+        part_length=part_length,
+        buckets=tuple(buckets),
+        offsets=tuple(offsets),
+        bucket_of=bucket_of,
+        distinct_counts=counts,
+    )
+
+
+class _Fixed(NamedTuple):
+    """The fixed fields of a part's header."""
+
+    part_length: int
+    granule_count: int
+    kind: int
+    map_width: int
+    counts_flag: int
+    reserved: int
+    column_count: int
+    bucket_count: int
+    definition_length: int
+
+
+def _check_fixed(fixed: _Fixed, header_length: int, part_size: int | None, source: str) -> None:
+    """Check the fixed fields against each other and the header's length."""
+    part_length = fixed.part_length
+    granule_count = fixed.granule_count
+    kind = fixed.kind
+    map_width = fixed.map_width
+    counts_flag = fixed.counts_flag
+    reserved = fixed.reserved
+    column_count = fixed.column_count
+    bucket_count = fixed.bucket_count
+    definition_length = fixed.definition_length
     if not header_length <= part_length <= MAX_PART_LENGTH:
         raise _error(
             f"part length {part_length} outside {header_length}..{MAX_PART_LENGTH}",
@@ -399,6 +477,14 @@ def read_part_header(
             "header_length", 12, source,
         )  # fmt: skip
 
+
+def _read_definition(reader: _Reader, fixed: _Fixed, source: str) -> IndexDefinition:
+    """The header's index definition, checked against its kind and column count."""
+    from bloomskip.clickhouse.ddl import parse_index_definition
+
+    kind = fixed.kind
+    column_count = fixed.column_count
+    definition_length = fixed.definition_length
     definition_offset = reader.position
     try:
         text = reader.take(definition_length, "definition").decode("utf-8")
@@ -420,30 +506,14 @@ def read_part_header(
             f"{column_count} columns, the definition has {len(definition.expressions)}",
             "column_count", 36, source,
         )  # fmt: skip
+    return definition
 
-    records = []
-    for b in range(bucket_count):
-        offset = reader.position
-        fields = _BUCKET_RECORD.unpack(reader.take(_BUCKET_RECORD.size, f"bucket[{b}]"))
-        records.append((offset, *fields))
-    if bucket_count == 1:
-        # No bucket map to bound the granule count: the slices must hold G bits each (at least
-        # W * G bytes) before G-sized arrays are made; a part of empty filters only, at most
-        # MAX_EMPTY_GRANULES of them.
-        record_offset, width, members = records[0][:3]
-        room = part_length - header_length
-        if members != granule_count or (
-            width * granule_count > room if width else granule_count > MAX_EMPTY_GRANULES
-        ):
-            raise _error(
-                f"{members} members of width {width} for {granule_count} granules in "
-                f"{room} bytes of slices",
-                "bucket[0].member_count", record_offset + 4, source,
-            )  # fmt: skip
-    offsets_position = reader.position
-    column_offsets = np.frombuffer(
-        reader.take(8 * bucket_count * column_count, "offsets"), "<u8"
-    ).reshape(column_count, bucket_count)
+
+def _read_bucket_map(reader: _Reader, fixed: _Fixed, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each granule's bucket, and each bucket's member count."""
+    granule_count = fixed.granule_count
+    map_width = fixed.map_width
+    bucket_count = fixed.bucket_count
     map_position = reader.position
     if bucket_count > 1:
         raw_map = reader.take(map_width * granule_count, "bucket_map")
@@ -458,6 +528,13 @@ def read_part_header(
     else:
         bucket_of = np.zeros(granule_count, np.int64)
         member_counts = np.array([granule_count] * bucket_count, np.int64)
+    return bucket_of, member_counts
+
+
+def _read_counts(reader: _Reader, fixed: _Fixed, source: str) -> np.ndarray | None:
+    """Each granule's distinct count, where the header keeps them."""
+    granule_count = fixed.granule_count
+    counts_flag = fixed.counts_flag
     counts_position = reader.position
     counts = None
     if counts_flag:
@@ -469,14 +546,22 @@ def read_part_header(
                 "distinct_counts", counts_position + 8 * bad, source,
             )  # fmt: skip
         counts = counts.astype(np.int64)
-    if reader.position != body_end:
-        raise _error(
-            f"{body_end - reader.position} unread header bytes", "header", reader.position, source
-        )
+    return counts
 
+
+def _make_buckets(
+    records: list,
+    member_counts: np.ndarray,
+    bucket_of: np.ndarray,
+    fixed: _Fixed,
+    definition: IndexDefinition,
+    source: str,
+) -> list[Bucket]:
+    """The buckets the records describe, each checked."""
+    kind = fixed.kind
+    counts_flag = fixed.counts_flag
     buckets = []
     previous_width = -1
-    position = header_length
     order = np.argsort(bucket_of, kind="stable")
     first_member = 0
     for b, (record_offset, width, members, per_block, stride, total_rows) in enumerate(records):
@@ -524,6 +609,21 @@ def read_part_header(
         chosen = order[first_member : first_member + members]
         first_member += members
         buckets.append(Bucket(width, chosen, bucket_rows, per_block))
+    return buckets
+
+
+def _checked_counts(
+    buckets: list[Bucket],
+    bucket_of: np.ndarray,
+    counts: np.ndarray | None,
+    counts_position: int,
+    fixed: _Fixed,
+    definition: IndexDefinition,
+    source: str,
+) -> np.ndarray | None:
+    """bloom_filter: each granule's distinct count, checked against its bucket's width."""
+    granule_count = fixed.granule_count
+    is_bloom = definition.type == "bloom_filter"
     if counts is not None:
         widths = np.array([bucket.width for bucket in buckets], np.int64)
         expected = widths[bucket_of] if granule_count else np.zeros(0, np.int64)
@@ -538,7 +638,22 @@ def read_part_header(
     elif is_bloom:
         rows = np.array([bucket.total_rows for bucket in buckets], np.int64)
         counts = rows[bucket_of] if granule_count else np.zeros(0, np.int64)
+    return counts
 
+
+def _slice_offsets(
+    buckets: list[Bucket],
+    column_offsets: np.ndarray,
+    fixed: _Fixed,
+    header_length: int,
+    offsets_position: int,
+    source: str,
+) -> list:
+    """Where each column's bucket starts, checked: back to back after the header."""
+    part_length = fixed.part_length
+    column_count = fixed.column_count
+    bucket_count = fixed.bucket_count
+    position = header_length
     # The slices: column by column, bucket by bucket, back to back after the header.
     offsets = []
     for c in range(column_count):
@@ -557,16 +672,7 @@ def read_part_header(
         raise _error(
             f"the buckets end at {position}, the part at {part_length}", "part_length", 16, source
         )
-    return PartHeader(
-        definition=definition,
-        granule_count=granule_count,
-        header_length=header_length,
-        part_length=part_length,
-        buckets=tuple(buckets),
-        offsets=tuple(offsets),
-        bucket_of=bucket_of,
-        distinct_counts=counts,
-    )
+    return offsets
 
 
 def _bloom_width(definition: IndexDefinition, total_rows: int) -> int:
