@@ -8,7 +8,9 @@ may match:
   :meth:`SkipIndex.build` writes the granules; every value (its hash, each of its tokens, each of
   its n-grams) is probed in its own granule's filter with :mod:`bloomskip.bits`, and a sample of
   values per batch goes through the whole predicate path (:func:`compile_condition` and
-  :meth:`IndexCondition.may_match`) as ``col = value`` / ``hasToken`` / ``LIKE``.
+  :meth:`IndexCondition.may_match`) as ``col = value`` / ``hasToken`` / ``LIKE``, over the plain
+  granules and over the same granules bit-sliced as a segment stores them
+  (:mod:`bloomskip.dataset.index.sliced`).
 * the TsFile filter: :class:`bloomskip.tsfile.filter.BloomFilter` sized as the TsFile writer sizes
   it, every path added, then queried in both hash variants.
 
@@ -36,6 +38,8 @@ from bloomskip.clickhouse.condition import compile_condition
 from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.index import SkipIndex
 from bloomskip.clickhouse.types import value_hashes
+from bloomskip.dataset.index.sliced import encode_part, read_part_header
+from bloomskip.dataset.index.sliced import may_match as sliced_may_match
 from bloomskip.tsfile.filter import BloomFilter
 
 #: Share of the values each kind gets.
@@ -85,11 +89,22 @@ def _granule_bits(index: SkipIndex, granule: int) -> np.ndarray:
 
 
 def _check_predicates(index, definition, column_type, predicates) -> int:
-    """Run a sample of (granule, predicate) through the predicate path; each must keep it."""
+    """Run a sample of (granule, predicate) through the predicate path, over the plain granules
+    and over the same granules bit-sliced as a segment stores them; each must keep it."""
+    part = encode_part(index.granules)
+    header = read_part_header(part)
+
+    def read_ranges(ranges):
+        return [part[start : start + length] for start, length in ranges]
+
     for granule, where in predicates:
         condition = compile_condition(where, definition, {"v": column_type})
         if not condition.may_match(index)[granule]:
             raise FalseNegative(f"{definition.type}: granule {granule} skipped for {where}")
+        if not sliced_may_match(condition, header, read_ranges)[granule]:
+            raise FalseNegative(
+                f"{definition.type}: granule {granule} skipped for {where} (sliced part)"
+            )
     return len(predicates)
 
 
