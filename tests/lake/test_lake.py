@@ -81,8 +81,12 @@ def test_a_cold_point_lookup_costs_few_index_requests(lake_location, local_data,
     for where in (f"k = {keys['k0']}", "hasToken(s, 'timeout')", "s LIKE '%x1 v2%'"):
         cold = Dataset(lake_location)  # a new process's view: nothing cached
         explanation = cold.explain(where)
-        # One listing (data and manifest versions), the manifest, one coalesced segment read.
-        assert explanation.io["index_requests"] <= 4, (where, explanation.io)
+        used = sum(outcome.useful for outcome in explanation.indexes)
+        assert used >= 1
+        # One listing (data and manifest versions), the manifest, one read of the segment's
+        # directory and part headers, and one coalesced read of the slices each index used
+        # probes (a small segment's slices lie within the coalescing gap of each other).
+        assert explanation.io["index_requests"] <= 3 + used, (where, used, explanation.io)
         assert (
             explanation.io["index_bytes"]
             < open_store(lake_location + "/_bloomskip").list("segments/")[0].size + 4096

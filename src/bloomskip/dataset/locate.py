@@ -117,12 +117,18 @@ def table_format(location: str | os.PathLike) -> str | None:
     if any(character in text for character in "*?[") or not text:
         return None
     if is_remote(text):
+        from concurrent.futures import ThreadPoolExecutor
+
         from bloomskip._store import open_store
 
-        has_log = open_store(text.rstrip("/")).has_prefix("_delta_log/")
-    else:
-        has_log = (Path(local_path(text)) / "_delta_log").is_dir()
-    if has_log:
+        # Both listings at once: each is a round trip to the store, on every query's path.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            log = pool.submit(open_store(text.rstrip("/")).has_prefix, "_delta_log/")
+            iceberg = pool.submit(is_iceberg_folder, text)
+            if log.result():
+                return "delta"
+            return "iceberg" if iceberg.result() else None
+    if (Path(local_path(text)) / "_delta_log").is_dir():
         return "delta"
     return "iceberg" if is_iceberg_folder(text) else None
 

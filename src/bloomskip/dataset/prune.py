@@ -111,6 +111,10 @@ class Explanation:
         files_agree: Whether DuckDB may read the files by path as the dataset's schema says
             (local Parquet files of one schema), for a dataset that knows its files' schemas
             without their footers (set by a lake's ``explain``); None: the dataset decides.
+        atoms: The :class:`AtomOutcome` of each predicate atom, when pruning needed them
+            (an OR or NOT over atoms different indexes evaluate); None: not computed.
+        across: What deciding each atom by its own indexes skipped beyond what the indexes
+            skipped one by one (:func:`decide_across_indexes`); None when not tried.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -129,6 +133,8 @@ class Explanation:
     granule: str | None = None
     table_files: Mapping | None = field(default=None, repr=False)
     files_agree: Callable[[], bool] | None = field(default=None, repr=False)
+    atoms: list | None = field(default=None, repr=False)
+    across: IndexOutcome | None = None
 
     @functools.cached_property
     def plan(self) -> AccessPlan:
@@ -233,15 +239,13 @@ def surviving_dataset(
     fragments = []
     batches = []
     table_files = table_files or {}
+    made = _parquet_fragments(result, parquet_format, filesystem, schema, table_files)
     for access in result.plan.files:
         state = result.files[access.number]
         groups = access.row_groups.tolist()
         table_file = table_files.get(state.relative_path)
         if state.source.format == "parquet":
-            partition = _partition_expression(table_file, schema)
-            fragment = parquet_format.make_fragment(
-                str(state.source.path), filesystem, partition, row_groups=groups
-            )
+            fragment = made[access.number]
             if table_file is not None and table_file.deleted is not None:
                 batches.extend(_without_deleted(fragment, state, groups, table_file, schema))
             elif _holds_partition_columns(table_file, fragment):
@@ -267,6 +271,57 @@ def surviving_dataset(
     if batches:
         parts.append(pads.InMemoryDataset(batches, schema=schema))
     return parts[0] if len(parts) == 1 else pads.UnionDataset(schema, parts)
+
+
+def _listed_size(state: FileState) -> int | None:
+    """A remote file's size as its listing gave it (None when unknown or distrusted): with
+    it, pyarrow opens the file without asking the store for its size first. A file replaced
+    since reads wrong and is caught like any other change (:func:`read_consistently`)."""
+    listed = state.listed
+    if state.source.filesystem is None or getattr(listed, "distrusted", False):
+        return None
+    size = getattr(getattr(listed, "info", listed), "size", None)
+    return size if isinstance(size, int) else None
+
+
+def _parquet_fragments(result: Explanation, parquet_format, filesystem, schema, table_files):
+    """The plan's Parquet files as fragments of their kept row groups, by file number.
+
+    A remote file whose footer the decision did not parse has it fetched here, all such
+    files at once: one after another (as pyarrow reads them when a scan first needs them),
+    each would cost a round trip to the store.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fragment(access):
+        state = result.files[access.number]
+        made = parquet_format.make_fragment(
+            str(state.source.path),
+            filesystem,
+            _partition_expression(table_files.get(state.relative_path), schema),
+            row_groups=access.row_groups.tolist(),
+            file_size=_listed_size(state),
+        )
+        if state.source.filesystem is not None and _footer_unread(state):
+            made.ensure_complete_metadata()
+        return made
+
+    accesses = [
+        access
+        for access in result.plan.files
+        if result.files[access.number].source.format == "parquet"
+    ]
+    remote = sum(result.files[access.number].source.filesystem is not None for access in accesses)
+    if remote < 2:
+        return {access.number: fragment(access) for access in accesses}
+    with ThreadPoolExecutor(max_workers=min(remote, FOOTER_THREADS)) as pool:
+        return dict(
+            zip((access.number for access in accesses), pool.map(fragment, accesses), strict=True)
+        )
+
+
+def _footer_unread(state: FileState) -> bool:
+    return state.layout is None or state.layout.metadata is None
 
 
 def _has_view_types(state: FileState, fragment) -> bool:
@@ -396,6 +451,8 @@ def file_states(
 #: A query whose files keep changing while it reads them is answered again at most this many
 #: times in all, each time from a new listing, before it gives up.
 READ_ATTEMPTS = 3
+#: Footers of a query's remote files fetched at once (each costs a round trip).
+FOOTER_THREADS = 32
 
 
 def read_consistently(
@@ -575,7 +632,149 @@ def prune(
         for i in usable:
             keep[i] &= outcome.keep[i]
     granule = sidecar.granule if sidecar is not None else None
-    return Explanation(states, keep, outcomes, warnings, where=where, granule=granule)
+    result = Explanation(states, keep, outcomes, warnings, where=where, granule=granule)
+    decide_across_indexes(result, condition_cache)
+    return result
+
+
+def decide_across_indexes(result: Explanation, condition_cache: dict | None = None) -> None:
+    """Prune an OR (or a NOT) whose atoms different indexes evaluate, atom by atom.
+
+    ClickHouse evaluates skip indexes one at a time: for ``a = X OR b = Y`` with an index on
+    each, each index knows one atom and must keep every granule for the other, so nothing is
+    skipped. Here each predicate atom is decided by every index that evaluates it alone (the
+    intersection of their verdicts), the WHERE's AND / OR over the atoms (NOT pushed down to
+    them, which Kleene's three-valued logic allows) combines those verdicts per granule, and
+    the result narrows ``result.keep``. Each index's verdict for an atom keeps every granule
+    holding a row for which the atom is true, so the combination keeps every granule holding a
+    row for which the WHERE is true: no row is lost.
+
+    Only tried for a WHERE of at most :data:`MAX_ATOMS` atoms with an OR among them, and at
+    least two indexes used; sets ``result.atoms`` and ``result.across``.
+    """
+    import numpy as np
+
+    if result.where is None or sum(outcome.useful for outcome in result.indexes) < 2:
+        return
+    tree = boolean_tree(result.where, MAX_ATOMS)
+    if tree is None:
+        return
+    atoms = atom_outcomes(result, condition_cache)
+    if atoms is None:
+        return
+    result.atoms = atoms
+    indexed = [i for i, state in enumerate(result.files) if state.entry is not None]
+    lengths = [len(result.files[i].entry.granule_rows) for i in indexed]
+    total = sum(lengths)
+    starts = np.cumsum([0, *lengths])
+    verdicts = {}
+    for atom in atoms:
+        verdict = np.ones(total, bool)
+        for item in atom.indexes:
+            if not item.useful:
+                continue
+            for position, i in enumerate(indexed):
+                file_keep = item.granule_keep[i]
+                if file_keep is not None:
+                    verdict[starts[position] : starts[position + 1]] &= file_keep
+        verdicts[atom.predicate] = verdict
+    granule_keep = _evaluate_tree(tree, verdicts)
+    rows = np.concatenate(
+        [np.asarray(result.files[i].entry.granule_rows, np.int64) for i in indexed]
+    )
+    across = IndexOutcome("each atom by the indexes that evaluate it", useful=True)
+    across.granules = total
+    across.granules_skipped = int(total - granule_keep.sum())
+    across.rows_skipped = int(rows[~granule_keep].sum())
+    across.granule_keep = [None] * len(result.files)
+    for position, i in enumerate(indexed):
+        state = result.files[i]
+        file_keep = granule_keep[starts[position] : starts[position + 1]]
+        across.granule_keep[i] = file_keep
+        if result.granule != ROW_GROUP:
+            file_keep = granules_to_units(state.entry.granule_rows, file_keep, state.layout.rows)
+        result.keep[i] &= file_keep
+    across.keep = result.keep
+    result.across = across
+
+
+def boolean_tree(where: str, limit: int):
+    """The WHERE as nested ``("and" | "or", [operands])`` over atom texts (NOT pushed down to
+    the atoms, spelled as :func:`predicate_atoms` spells them), or None when it has no OR
+    once NOTs are pushed down, one atom only, or more than ``limit`` atoms.
+
+    Example:
+        >>> boolean_tree("a = 1 OR NOT (b = 2 AND c = 3)", 8)
+        ('or', ['a = 1', 'NOT (b = 2)', 'NOT (c = 3)'])
+        >>> boolean_tree("a = 1 AND b = 2", 8) is None
+        True
+    """
+    from sqlglot import exp
+
+    from bloomskip.dataset.sql.translate import parse_where
+
+    root = parse_where(where)
+    atoms: set[str] = set()
+    has_or = False
+    built: dict[int, object] = {}
+    # (node, negated, expanded): post-order without recursion (a WHERE may chain many ORs).
+    pending: list[tuple[exp.Expression, bool, bool]] = [(root, False, False)]
+    order: list[tuple[int, object]] = []
+    while pending:
+        node, negated, expanded = pending.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Not):
+            pending.append((node.this, not negated, False))
+            order.append((id(node), ("alias", id(_unparen(node.this)))))
+            continue
+        if isinstance(node, (exp.And, exp.Or)):
+            operator = "and" if isinstance(node, exp.And) != negated else "or"
+            has_or = has_or or operator == "or"
+            left, right = _unparen(node.this), _unparen(node.expression)
+            order.append((id(node), (operator, id(left), id(right))))
+            pending.extend([(node.expression, negated, False), (node.this, negated, False)])
+            continue
+        text = node.sql(dialect="clickhouse")
+        text = f"NOT ({text})" if negated else text
+        atoms.add(text)
+        if len(atoms) > limit:
+            return None
+        built[id(node)] = text
+    if not has_or or len(atoms) < 2:
+        return None
+    for key, item in reversed(order):
+        if item[0] == "alias":
+            built[key] = built[item[1]]
+        else:
+            operator, left, right = item
+            operands = []
+            for child in (built[left], built[right]):
+                same = isinstance(child, tuple) and child[0] == operator
+                operands.extend(child[1] if same else [child])
+            built[key] = (operator, operands)
+    return built[id(_unparen(root))]
+
+
+def _unparen(node):
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _evaluate_tree(tree, verdicts: dict):
+    """Per granule, whether :func:`boolean_tree`'s ``tree`` can be true, given each atom's
+    verdict (a bool array per atom text)."""
+    import numpy as np
+
+    if isinstance(tree, str):
+        return verdicts[tree]
+    operator, operands = tree
+    values = [_evaluate_tree(operand, verdicts) for operand in operands]
+    combine = np.logical_and if operator == "and" else np.logical_or
+    return functools.reduce(combine, values)
 
 
 def _all_kept(states: list[FileState]) -> list:

@@ -223,7 +223,8 @@ def explain_json(
             filter ran (``--analyze``): the observed false positives are then reported.
 
     Returns:
-        ``{"table", "indexes", "atoms", "read", "avoided", "io", "analyzed", "warnings"}``.
+        ``{"table", "indexes", "atoms", "across", "read", "avoided", "io", "analyzed",
+        "warnings"}``.
 
         ``table`` (a Delta or Iceberg table, else None): ``format``, ``snapshot``,
         ``snapshot_files``, ``files_kept`` (by the table's partition values and statistics)
@@ -252,6 +253,11 @@ def explain_json(
         evaluate it, none skips a granule), ``rows_matched`` (with an observation, else None)
         and ``indexes`` (per index the fields above but the bytes, ``observed`` for the atom
         alone).
+
+        ``across`` (None unless tried: an OR or NOT over atoms that different indexes
+        evaluate, see :func:`~bloomskip.dataset.prune.decide_across_indexes`): ``granules``,
+        and the ``granules_skipped`` and ``rows_skipped`` once each atom is decided by the
+        indexes that evaluate it and the WHERE's AND / OR combines those verdicts.
 
         ``read``: ``files``, ``files_to_read``, ``row_groups``, ``row_groups_to_read``,
         ``rows``, ``rows_to_read``, ``bytes``, ``bytes_to_read`` (None when not known) and,
@@ -292,17 +298,29 @@ def explain_json(
         _index_json(outcome, result, known_bytes, observation, conditions, memo)
         for outcome in result.indexes
     ]
-    atoms = _atoms_json(atom_outcomes(result, conditions), result, observation, conditions, memo)
+    outcomes = result.atoms if result.atoms is not None else atom_outcomes(result, conditions)
+    atoms = _atoms_json(outcomes, result, observation, conditions, memo)
     read = _read_json(result, unit_rows, unit_bytes, sized, survivors_sized, observation)
     return {
         "table": _table_json(result.table),
         "indexes": indexes,
         "atoms": atoms,
+        "across": _across_json(result.across),
         "read": read,
         "avoided": _avoided_json(read, result.io),
         "io": {key: int(value) for key, value in result.io.items()},
         "analyzed": observation is not None,
         "warnings": list(result.warnings),
+    }
+
+
+def _across_json(across) -> dict | None:
+    if across is None:
+        return None
+    return {
+        "granules": across.granules,
+        "granules_skipped": across.granules_skipped,
+        "rows_skipped": across.rows_skipped,
     }
 
 
@@ -647,6 +665,7 @@ def explain_text(
     for outcome in facts["indexes"]:
         lines.extend(_index_text(outcome, facts["atoms"]))
     lines.extend(_atoms_text(facts["atoms"]))
+    lines.extend(_across_text(facts["across"]))
     lines.extend(_read_text(facts["read"], observation is not None))
     lines.append(_avoided_text(facts["avoided"]))
     lines.extend(_io_text(facts["io"], facts["read"]))
@@ -734,6 +753,16 @@ def _atoms_text(atoms: list | None) -> list[str]:
         for item in useful:
             lines.append(f"    {item['name']}: " + _atom_verdict(item))
     return lines
+
+
+def _across_text(across: dict | None) -> list[str]:
+    if across is None:
+        return []
+    return [
+        "atoms combined (each decided by the indexes that evaluate it): granules skipped: "
+        f"{across['granules_skipped']}/{across['granules']}, "
+        f"rows skipped: {across['rows_skipped']:,}"
+    ]
 
 
 def _read_text(read: dict, analyzed: bool) -> list[str]:

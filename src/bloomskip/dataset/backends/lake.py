@@ -651,8 +651,8 @@ class LakeDataset:
             ]
         covered = self._coverage(files, manifest)
         useful = self._useful_indexes(manifest, where) if manifest is not None else []
-        opened: dict[str, Sidecar | None] = {}
         by_key = {item.key: item for item in files}
+        opened = self._open_segments(files, covered, useful, manifest, warnings, by_key)
         states = []
         for listed in files:
             source = self.writer.source(listed)
@@ -661,10 +661,6 @@ class LakeDataset:
             if segment is not None and not identity_matches(recorded, listed.identity):
                 status = CHANGED
             elif segment is not None and useful:
-                if segment.key not in opened:
-                    opened[segment.key] = self._open_segment(
-                        segment, useful, manifest, warnings, by_key
-                    )
                 sidecar = opened[segment.key]
                 entry = sidecar.files.get(listed.key) if sidecar is not None else None
                 status = INDEXED if entry is not None else NOT_INDEXED
@@ -721,17 +717,25 @@ class LakeDataset:
                 break
         return covered
 
-    def _open_segment(self, segment: SegmentEntry, useful, manifest, warnings, listed):
-        """The segment's files and indexes (:meth:`SegmentStore.open_segment`), or None (a
-        warning) when it cannot be used."""
-        try:
-            return self.index.open_segment(segment, useful, manifest, listed)
-        except (FormatError, StorageError) as exc:
-            warnings.append(
-                f"segment {self.log.store.uri_of(segment.key)} unreadable, scanning its "
-                f"{len(segment.files)} files: {exc}"
-            )
-            return None
+    def _open_segments(self, files, covered, useful, manifest, warnings, listed) -> dict:
+        """The segments holding an unchanged file, each one's files and indexes
+        (:meth:`SegmentStore.open_segments`), or None (a warning) when it cannot be used."""
+        if not useful:
+            return {}
+        needed = {}
+        for item in files:
+            segment, recorded = covered.get(item.key, (None, None))
+            if segment is not None and identity_matches(recorded, item.identity):
+                needed.setdefault(segment.key, segment)
+        opened = self.index.open_segments(list(needed.values()), useful, manifest, listed)
+        for key, result in opened.items():
+            if isinstance(result, Exception):
+                warnings.append(
+                    f"segment {self.log.store.uri_of(key)} unreadable, scanning its "
+                    f"{len(needed[key].files)} files: {result}"
+                )
+                opened[key] = None
+        return opened
 
     @property
     def schema(self) -> pa.Schema:

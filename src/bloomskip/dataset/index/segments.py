@@ -1792,7 +1792,8 @@ def decode_checkpoint(data: bytes, source: str, key: str) -> Manifest:
         "does not have the SHA-256 its name states: it is damaged",
     )
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # ParquetFile rather than read_table: no pyarrow.dataset (and pandas) to import.
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
         header = json.loads((table.schema.metadata or {})[b"bloomskip"])
     except (pa.ArrowException, OSError, KeyError, ValueError, RecursionError) as exc:
         raise FormatError(f"not a checkpoint: {exc}", field="checkpoint", source=source) from exc

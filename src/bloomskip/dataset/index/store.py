@@ -34,6 +34,8 @@ from bloomskip.errors import BloomskipError, FormatError, StorageError
 
 #: Bytes of verified segment parts a segmented index keeps between queries.
 SEGMENT_CACHE_BYTES = 256 << 20
+#: Segments of one query read at once from an object store.
+SEGMENT_THREADS = 16
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -286,10 +288,42 @@ class SegmentStore(IndexStore):
                 modification time of an unchanged object differs).
             StorageError: It cannot be read.
         """
+        opened = self.open_segments([segment], useful, manifest, listed)[segment.key]
+        if isinstance(opened, Exception):
+            raise opened
+        return opened
+
+    def open_segments(
+        self, segments: list[SegmentEntry], useful: list[int], manifest: Manifest, listed: dict
+    ) -> dict[str, Sidecar | FormatError | StorageError]:
+        """:meth:`open_segment` for several segments at once, by key: each one's entries, or
+        the error that makes it unusable.
+
+        On an object store each segment costs a round trip or two; they are read in parallel,
+        so a query touching a few segments waits about as long as for one.
+        """
+        views = [(segment, self._view(segment, manifest)) for segment in segments]
+
+        def read(item) -> Sidecar | FormatError | StorageError:
+            segment, view = item
+            try:
+                return self._checked(segment, view.open(list(useful) or [0]), listed)
+            except (FormatError, StorageError) as exc:
+                return exc
+
+        if len(views) < 2 or not self.log.store.remote:
+            opened = [read(item) for item in views]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(len(views), SEGMENT_THREADS)) as pool:
+                opened = list(pool.map(read, views))
+        self._trim()
+        return {segment.key: result for (segment, _), result in zip(views, opened, strict=True)}
+
+    def _checked(self, segment: SegmentEntry, sidecar: Sidecar, listed: dict) -> Sidecar:
         from bloomskip.dataset.index.segments import identity_matches
 
-        sidecar = self._view(segment, manifest).open(list(useful) or [0])
-        self._trim()
         for path, recorded in segment.files.items():
             current = listed.get(path)
             # An object store's identity (ETag) is not in the segment: an unchanged object's
