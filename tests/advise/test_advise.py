@@ -20,17 +20,15 @@ from bloomskip.errors import BloomskipError
 
 
 def _rows_read_by_explain(dataset: Dataset, where: str) -> int:
-    """Rows of the row groups ``Dataset.explain`` keeps: what the exact filter reads."""
-    explanation = dataset.explain(where)
-    return sum(
-        int(np.asarray(state.layout.rows, np.int64)[keep].sum())
-        for state, keep in zip(explanation.files, explanation.keep, strict=True)
-    )
+    """Rows ``Dataset.explain``'s access plan reads: what the exact filter reads (the kept
+    granules' rows for Parquet)."""
+    return dataset.explain(where).plan.rows
 
 
-def _ideal_rows(directory, where: str) -> int:
-    """Rows of the row groups that hold a matching row (a perfect index over row groups),
-    by DuckDB with the query path's translation (tested against chdb in tests/dataset)."""
+def _ideal_rows(directory, where: str, granule: int = 8192) -> int:
+    """Rows of the finest granules the advisor tries (8,192 rows of a file) that hold a
+    matching row: what a perfect index reads, as a query reads kept granules by row range.
+    By DuckDB with the query path's translation (tested against chdb in tests/dataset)."""
     import pyarrow.parquet as pq
 
     from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
@@ -38,11 +36,12 @@ def _ideal_rows(directory, where: str) -> int:
     condition = clickhouse_to_duckdb(where)
     total = 0
     for path in sorted(directory.glob("*.parquet")):
-        parquet = pq.ParquetFile(path)
-        for group in range(parquet.num_row_groups):
-            rows = parquet.read_row_group(group)
-            hit = duckdb.sql(f"SELECT count(*) FROM rows WHERE {condition}").fetchall()[0][0]
-            total += rows.num_rows if hit else 0
+        rows = pq.ParquetFile(path).metadata.num_rows
+        holding = duckdb.sql(
+            f"SELECT DISTINCT file_row_number // {granule} FROM "
+            f"read_parquet('{path}', file_row_number = true) WHERE {condition}"
+        ).fetchall()
+        total += sum(min(granule, rows - number * granule) for (number,) in holding)
     return total
 
 
@@ -58,7 +57,7 @@ def test_the_best_index_known_in_advance_is_recommended(advice, advise_data) -> 
     assert by_column["code"].index is None
     assert by_column["code"].clickhouse_ddl is None
     assert "pays for itself" in by_column["code"].reason
-    # Both reach the best a row-group read can: the row groups holding a matching row.
+    # Both reach the best a read can: the finest granules holding a matching row.
     for column in ("user_id", "msg"):
         chosen = by_column[column].candidate
         weights = sum(q["count"] for q in chosen.queries)

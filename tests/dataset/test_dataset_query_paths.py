@@ -61,25 +61,27 @@ def _boundary_keys(directory: Path) -> list[int]:
 
 @pytest.fixture
 def located_calls(monkeypatch) -> list:
-    """Records what every locate_matches call returned (None: it did not apply)."""
+    """Records what every locate_matches and locate_in_ranges call returned (None: it did
+    not apply)."""
     calls = []
-    original = query_module.locate_matches
+    for name in ("locate_matches", "locate_in_ranges"):
+        original = getattr(query_module, name)
 
-    def spy(*args, **kwargs):
-        outcome = original(*args, **kwargs)
-        calls.append(outcome)
-        return outcome
+        def spy(*args, original=original, **kwargs):
+            outcome = original(*args, **kwargs)
+            calls.append(outcome)
+            return outcome
 
-    monkeypatch.setattr(query_module, "locate_matches", spy)
+        monkeypatch.setattr(query_module, name, spy)
     return calls
 
 
-@pytest.mark.parametrize("serial_bytes", [query_module.LOCATE_SERIAL_BYTES, 0])
+@pytest.mark.parametrize("arrow_bytes", [query_module.LOCATE_ARROW_BYTES, 0])
 def test_located_point_lookups_equal_full_scan(
-    indexed: Path, located_calls: list, monkeypatch, serial_bytes: int
+    indexed: Path, located_calls: list, monkeypatch, arrow_bytes: int
 ) -> None:
-    # 0: the files' columns are read on the reader pool, as for large located columns.
-    monkeypatch.setattr(query_module, "LOCATE_SERIAL_BYTES", serial_bytes)
+    # 0: DuckDB locates the rows, as it does for large located columns.
+    monkeypatch.setattr(query_module, "LOCATE_ARROW_BYTES", arrow_bytes)
     dataset = Dataset(indexed)  # one object for every query, as a user holding it would
     keys = _boundary_keys(indexed)
     rng = np.random.default_rng(5)

@@ -218,6 +218,28 @@ def test_cli_on_object_storage(bucket, local_data, capsys):
 
     status = json.loads(capsys.readouterr().out)
     assert status["version"] == 1 and status["files_indexed"] == 3
+    # The row-group sizes beside the granule, from the files' own footers.
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    rows = [
+        parquet.metadata.row_group(group).num_rows
+        for parquet in (pq.ParquetFile(path) for path in sorted(local_data.glob("*.parquet")))
+        for group in range(parquet.num_row_groups)
+    ]
+    assert status["granule"] == "row-group"
+    assert status["row_groups"] == {
+        "files": 3,
+        "of_files": 3,
+        "row_groups": len(rows),
+        "min_rows": min(rows),
+        "median_rows": int(np.median(rows)),
+        "max_rows": max(rows),
+    }
+    assert main(["index", "status", location]) == 0
+    assert f"granule: a row group; row groups: median {int(np.median(rows)):,} rows" in (
+        capsys.readouterr().out
+    )
     assert main(["index", "drop", location]) == 0
     assert main(["index", "status", location]) == 0
     assert "no index" in capsys.readouterr().out

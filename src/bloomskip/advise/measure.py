@@ -6,8 +6,10 @@ the ClickHouse engine (``SkipIndex.build``, the builder a sidecar build calls pe
 the granules a build with its ``--granule`` makes (row groups, or N rows per file carried across
 row groups), and each query's condition is compiled and probed as pruning does
 (``compile_condition`` / ``may_match``; a condition that is not ``useful`` keeps everything).
-Kept granules become kept row groups as in pruning (``prune.granules_to_units``), and the rows
-of the kept row groups are the rows the exact filter still reads.
+The rows the exact filter still reads are those a query reads: for a Parquet dataset, the rows
+of the kept granules (the scan reads a granule of a row count by ``file_row_number`` range,
+docs/queries.md); for Arrow IPC, whose record batches are read whole, the rows of the row groups
+the kept granules overlap (``prune.granules_to_units``).
 
 Whether a granule really holds a matching row comes from the exact predicate, evaluated once
 per query over the sample in DuckDB with the query path's translation
@@ -52,6 +54,8 @@ class Sample:
         total_rows: Rows of the whole dataset.
         matches: Per query, the exact predicate per sample row (``bool`` arrays; None for a
             query no candidate used), from :func:`exact_matches`.
+        by_range: Whether a query reads a kept granule's rows only (Parquet), rather than the
+            row groups it overlaps (Arrow IPC).
     """
 
     table: pa.Table
@@ -59,6 +63,7 @@ class Sample:
     unit_file: np.ndarray
     total_rows: int
     matches: list = field(default_factory=list)
+    by_range: bool = True
 
     @property
     def rows(self) -> int:
@@ -89,14 +94,14 @@ class Granulation:
         """Rows a query reads when the index keeps the granules ``keep``.
 
         Returns:
-            ``(dataset_rows, clickhouse_rows)``: rows of the row groups overlapping a kept
-            granule (what ``bloomskip query`` reads, as pruning maps granules to row groups),
-            and rows of the kept granules themselves (what ClickHouse reads).
+            ``(dataset_rows, clickhouse_rows)``: the rows ``bloomskip query`` reads (those of
+            the kept granules for Parquet; for Arrow IPC those of the record batches a kept
+            granule overlaps), and rows of the kept granules themselves (what ClickHouse reads).
         """
         from bloomskip.dataset.prune import granules_to_units
 
         granule_rows = int(self.rows[keep].sum())
-        if self.granule == "row-group":
+        if self.granule == "row-group" or sample.by_range:
             return granule_rows, granule_rows
         units = granules_to_units(self.rows, keep, sample.unit_rows)
         return int(sample.unit_rows[units].sum()), granule_rows
@@ -205,7 +210,8 @@ def read_sample(dataset, columns: Sequence[str], sample_rows: int | None) -> Sam
             raise BloomskipError(f"{source.path}: cannot read it: {exc}") from exc
     unit_rows = np.array([unit[2] for unit in units], np.int64)
     unit_file = np.array([unit[0] for unit in units], np.int64)
-    return Sample(pa.concat_tables(tables), unit_rows, unit_file, total)
+    by_range = all(source.format == "parquet" for source in dataset.files)
+    return Sample(pa.concat_tables(tables), unit_rows, unit_file, total, by_range=by_range)
 
 
 def exact_matches(sample: Sample, queries: Sequence[Query], scan_schema, rows: Sequence) -> list:

@@ -115,6 +115,10 @@ class Explanation:
             (an OR or NOT over atoms different indexes evaluate); None: not computed.
         across: What deciding each atom by its own indexes skipped beyond what the indexes
             skipped one by one (:func:`decide_across_indexes`); None when not tried.
+        granule_keep: Per file, for granules of a row count (``--granule ROWS``): a bool per
+            sidecar granule, True where every index (and :attr:`across`) keeps it; None for a
+            file no index narrowed, or granules of a row group (``keep`` says it all then).
+            The access plan reads the kept granules' rows only (:func:`combine_granules`).
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -135,6 +139,7 @@ class Explanation:
     files_agree: Callable[[], bool] | None = field(default=None, repr=False)
     atoms: list | None = field(default=None, repr=False)
     across: IndexOutcome | None = None
+    granule_keep: list | None = field(default=None, repr=False)
 
     @functools.cached_property
     def plan(self) -> AccessPlan:
@@ -148,12 +153,19 @@ class Explanation:
         """
         from bloomskip.dataset.scan.plan import access_plan
 
+        granules = None
+        if self.granule_keep is not None:
+            granules = [
+                None if keep is None else (state.entry.granule_rows, keep)
+                for state, keep in zip(self.files, self.granule_keep, strict=True)
+            ]
         return access_plan(
             [
                 (str(state.source.path), state.relative_path, state.layout.rows)
                 for state in self.files
             ],
             self.keep,
+            granules,
         )
 
     def row_groups(self) -> list[tuple[Path, int]]:
@@ -634,7 +646,38 @@ def prune(
     granule = sidecar.granule if sidecar is not None else None
     result = Explanation(states, keep, outcomes, warnings, where=where, granule=granule)
     decide_across_indexes(result, condition_cache)
+    combine_granules(result)
     return result
+
+
+def combine_granules(result: Explanation) -> None:
+    """Intersect, per granule of a row count, what every index (and deciding atom by atom)
+    keeps, and narrow ``result.keep`` to the row groups those granules overlap.
+
+    Each index's verdict keeps every granule holding a matching row, so their intersection
+    does too; it is finer than intersecting the row groups each index keeps (two indexes may
+    keep different granules of one row group). Sets ``result.granule_keep``; granules of a
+    row group (``keep`` is already per granule) leave it None.
+    """
+    import numpy as np
+
+    if result.granule in (None, ROW_GROUP):
+        return
+    verdicts = [outcome for outcome in result.indexes if outcome.useful]
+    if result.across is not None:
+        verdicts.append(result.across)
+    if not verdicts:
+        return
+    combined: list = [None] * len(result.files)
+    for i, state in enumerate(result.files):
+        kept = [outcome.granule_keep[i] for outcome in verdicts]
+        kept = [file_keep for file_keep in kept if file_keep is not None]
+        if state.entry is None or not kept:
+            continue
+        file_keep = np.logical_and.reduce(kept) if len(kept) > 1 else kept[0]
+        combined[i] = file_keep
+        result.keep[i] &= granules_to_units(state.entry.granule_rows, file_keep, state.layout.rows)
+    result.granule_keep = combined
 
 
 def decide_across_indexes(result: Explanation, condition_cache: dict | None = None) -> None:

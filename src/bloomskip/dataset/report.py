@@ -473,7 +473,8 @@ def _read_json(
         "row_groups": int(sum(len(rows) for rows in unit_rows)),
         "row_groups_to_read": int(sum(int(np.count_nonzero(keep)) for keep in result.keep)),
         "rows": int(sum(int(rows.sum()) for rows in unit_rows)),
-        "rows_to_read": int(sum(int(rows[keep].sum()) for rows, _, keep in pairs)),
+        # The access plan's rows: with granules of a row count, those of the kept granules.
+        "rows_to_read": result.plan.rows,
         "bytes": int(sum(int(sizes.sum()) for sizes in unit_bytes)) if sized else None,
         "bytes_to_read": read_bytes if sized or survivors_sized else None,
     }

@@ -535,12 +535,15 @@ class FolderDataset:
             A JSON-ready dict with the fields of ``LakeDataset.status`` that a sidecar has
             (``bloomskip index status --json``): ``index``, ``granule``, ``files``,
             ``files_indexed``, ``stale``, ``missing``, ``not_indexed``, ``indexes`` (each with
-            its ``definition`` and ``bytes``), ``index_bytes``.
+            its ``definition`` and ``bytes``), ``index_bytes``, and ``row_groups``, the sizes
+            of the files' row groups to set beside the granule
+            (:func:`~bloomskip.dataset.listing.files.row_group_sizes`).
 
         Raises:
             FormatError: The sidecar is corrupt (named, with the field).
         """
         from bloomskip.dataset.index.sidecar import SectionPayloads
+        from bloomskip.dataset.listing.files import row_group_sizes
         from bloomskip.dataset.prune import CHANGED, file_states
 
         self._current()
@@ -582,6 +585,7 @@ class FolderDataset:
                 for number, spec in enumerate(sidecar.indexes if sidecar is not None else ())
             ],
             "index_bytes": self._store_at(path).size() if sidecar is not None else 0,
+            "row_groups": row_group_sizes([state.layout for state in states], len(states)),
         }
 
     def drop_index(self, name: str) -> None:

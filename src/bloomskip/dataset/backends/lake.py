@@ -74,6 +74,8 @@ SEGMENT_TARGET_BYTES = 64 << 20
 #: How many rounds a build runs, each on top of the definitions other builds committed while
 #: the previous round ran, before it gives up (a round's segments hold only its definitions).
 BUILD_ROUNDS = 5
+#: ``index status`` reads the footers of this many files to show their row-group sizes.
+STATUS_FOOTERS = 8
 
 
 class LakeDataset:
@@ -906,7 +908,9 @@ class LakeDataset:
         Returns:
             A JSON-ready dict (the fields ``bloomskip index status --json`` prints); its
             ``version`` is the newest readable version, and ``unreadable_versions`` says why
-            any newer one was passed over (the next build supersedes them).
+            any newer one was passed over (the next build supersedes them). ``row_groups``
+            gives the sizes of the row groups of up to :data:`STATUS_FOOTERS` files spread
+            over the listing (their footers are read) to set beside the granule.
         """
         files, versions = self.list_files()
         manifest, _, unreadable = self.log.latest_readable(versions)
@@ -946,7 +950,28 @@ class LakeDataset:
             "segments_missing": lost,
             "indexes": per_index,
             "unreadable_versions": unreadable,
+            "row_groups": self._row_group_sizes(files),
         }
+
+    def _row_group_sizes(self, files: list) -> dict | None:
+        """The row-group sizes of up to :data:`STATUS_FOOTERS` of ``files``, spread evenly; a
+        footer that cannot be read leaves its file out of the sample."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from bloomskip.dataset.listing.files import read_layout, row_group_sizes
+
+        step = max(1, -(-len(files) // STATUS_FOOTERS))
+        sources = [self.writer.source(listed) for listed in files[::step]]
+
+        def layout(source):
+            try:
+                return read_layout(source)
+            except (FormatError, OSError, StorageError):
+                return None
+
+        with ThreadPoolExecutor(max_workers=STATUS_FOOTERS) as pool:
+            layouts = [found for found in pool.map(layout, sources) if found is not None]
+        return row_group_sizes(layouts, len(files))
 
     def compact(
         self, small_bytes: int = SEGMENT_TARGET_BYTES // 4, *, automatic: bool = False

@@ -514,6 +514,38 @@ class Layout:
         return total
 
 
+def row_group_sizes(layouts: list, files: int) -> dict | None:
+    """The row-group sizes of some files, as ``index status`` shows them beside the granule.
+
+    Args:
+        layouts: The :class:`Layout` of each file looked at.
+        files: Files in the dataset (more than ``len(layouts)`` when they are a sample).
+
+    Returns:
+        ``{"files", "of_files", "row_groups", "min_rows", "median_rows", "max_rows"}`` over
+        the non-empty row groups (record batches) of ``layouts``; None when they hold none.
+
+    Example:
+        >>> import numpy as np
+        >>> row_group_sizes([Layout(np.array([8, 8, 2]), {})], 1)["median_rows"]
+        8
+    """
+    import numpy as np
+
+    rows = np.concatenate([np.asarray(layout.rows, np.int64) for layout in layouts] or [[]])
+    rows = rows[rows > 0]
+    if not len(rows):
+        return None
+    return {
+        "files": len(layouts),
+        "of_files": files,
+        "row_groups": len(rows),
+        "min_rows": int(rows.min()),
+        "median_rows": int(np.median(rows)),
+        "max_rows": int(rows.max()),
+    }
+
+
 def read_layout(source: SourceFile) -> Layout:
     """Read the row counts and per-column sizes of a file's row groups (or record batches).
 

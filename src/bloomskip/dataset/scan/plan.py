@@ -8,8 +8,9 @@ table snapshot) and every index store yields the same value, and one scan consum
 
 Row ranges are half-open ``[start, stop)`` file row numbers (``file_row_number`` in DuckDB),
 sorted and disjoint, each inside one run of consecutive row groups read; a row group read holds
-at least one range. Today a range is a run of whole row groups; granules below the row group
-make them finer without changing the value's shape.
+at least one range. With granules of a row group a range is a run of whole row groups; with
+granules of a row count (``--granule ROWS``) it is a run of kept granules, and the scan reads
+those rows only (docs/queries.md, "Granules below the row group").
 """
 
 from __future__ import annotations
@@ -145,19 +146,47 @@ def file_access(number: int, path: str, key: str, group_rows, keep) -> FileAcces
     )
 
 
-def access_plan(files: Sequence[tuple[str, str, object]], keep: Sequence) -> AccessPlan:
-    """The plan reading, of each file, the row groups ``keep`` marks.
+def access_plan(
+    files: Sequence[tuple[str, str, object]],
+    keep: Sequence,
+    granules: Sequence | None = None,
+) -> AccessPlan:
+    """The plan reading, of each file, the row groups ``keep`` marks, or only the rows of
+    the granules ``granules`` marks.
 
     Args:
         files: ``(path, key, rows of each row group)`` per file, in dataset order.
         keep: Per file, a bool per row group: True = must be read.
+        granules: Per file, None (read the row groups ``keep`` marks whole) or ``(rows of
+            each granule, bool per granule)``: read the kept granules' rows; ``keep`` must
+            then mark exactly the row groups they overlap. None: whole row groups everywhere.
 
     Returns:
         The :class:`AccessPlan`; files with nothing to read are left out.
+
+    Example:
+        >>> plan = access_plan(
+        ...     [("a.parquet", "a.parquet", [8, 8])],
+        ...     [np.array([True, True])],
+        ...     [([4, 4, 4, 4], np.array([False, True, True, False]))],
+        ... )
+        >>> plan.files[0].row_ranges.tolist(), plan.rows
+        ([[4, 12]], 8)
     """
-    chosen = tuple(
-        file_access(number, path, key, rows, mask)
-        for number, ((path, key, rows), mask) in enumerate(zip(files, keep, strict=True))
-        if np.any(mask)
-    )
-    return AccessPlan(chosen, len(files))
+    chosen = []
+    for number, ((path, key, rows), mask) in enumerate(zip(files, keep, strict=True)):
+        if not np.any(mask):
+            continue
+        access = file_access(number, path, key, rows, mask)
+        finer = granules[number] if granules is not None else None
+        if finer is not None:
+            access = FileAccess(
+                number,
+                path,
+                key,
+                access.group_rows,
+                access.row_groups,
+                group_ranges(finer[0], finer[1]),
+            )
+        chosen.append(access)
+    return AccessPlan(tuple(chosen), len(files))

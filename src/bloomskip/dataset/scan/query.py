@@ -32,14 +32,13 @@ ROW_NUMBER = "file_row_number"
 # At most this many rows are located before the selected columns are read (see run_query);
 # beyond it one query reads the surviving row groups whole.
 LOCATE_CAP = 4096
-# Locating reads the WHERE's columns of the surviving row groups into memory: at most this
-# many stored bytes of them (beyond it, DuckDB streams the row groups in one query).
-LOCATE_MAX_BYTES = 64 * 1024 * 1024
 LOCATE_VIEW = "bloomskip_located"
-# Up to this many stored bytes, the located columns are read on the calling thread: handing a
-# few column chunks to the reader pool costs more than a second core saves (2 cores, 64K-row
-# int64 chunks: 5 chunks 4.2 ms on the pool against 3.5 ms here; 35 chunks 78 against 85 ms).
-LOCATE_SERIAL_BYTES = 4 * 1024 * 1024
+# Up to this many stored bytes of the WHERE's columns in the kept row groups, pyarrow reads
+# them on the calling thread and the rows are located in memory (no DuckDB query to plan: 64K-row
+# row groups, a point lookup 11.8 against 14.0 ms); beyond, DuckDB locates them, streaming and
+# on every core (one 1Mi-row row group 14.2 against 17.8 ms; 11 of them for an IN of 10 values
+# 93 against 921 ms, when pyarrow read them whole into memory).
+LOCATE_ARROW_BYTES = 4 * 1024 * 1024
 # Up to this many row groups to read, each is read by a query of its own (see _even_groups);
 # beyond, one query per file (DuckDB spreads a file's row groups over its threads).
 SPLIT_ROW_GROUPS = 64
@@ -70,6 +69,25 @@ def connect(config: dict | None = None):
     # Not settable through config= (DuckDB: "not a global option"), hence the SET.
     connection.execute("SET enable_progress_bar = false")
     return connection
+
+
+def sparse_reads(cursor, sparse: bool) -> None:
+    """Tell DuckDB whether the next reads take a few pages of each row group (located rows,
+    kept granules) or most of them.
+
+    DuckDB's Parquet prefetching reads every column chunk a query touches whole before
+    decoding: for one row of a 1Mi-row row group that is the I/O of the whole row group (six
+    columns: 24.6 ms against 9.2 ms without; a granule's 8,192 rows 34.8 against 18.0 ms),
+    while reads of most of a row group are faster with it (an ``IN`` of 10 values over 20M
+    rows: 1.44 s against 2.02 s). The setting is the database's (``GLOBAL``: the cursors
+    queries run on are sessions of their own), so two queries of one ``Dataset`` on two
+    threads may read with each other's; that changes their speed, never their rows.
+
+    Args:
+        cursor: A cursor of bloomskip's connection.
+        sparse: Whether to turn prefetching off.
+    """
+    cursor.execute(f"SET GLOBAL disable_parquet_prefetching = {'true' if sparse else 'false'}")
 
 
 def _quoted(path) -> str:
@@ -300,26 +318,13 @@ def locate_matches(
     import numpy as np
     import pyarrow as pa
 
-    if not columns or ROW_COLUMN in columns:
+    if not columns or ROW_COLUMN in columns or _located_bytes(result, columns) > LOCATE_ARROW_BYTES:
         return None
     surviving = [
         (access.number, result.files[access.number], access.row_groups)
         for access in result.plan.files
     ]
-    stored = sum(
-        int(state.layout.bytes_of(columns)[groups].sum()) for _, state, groups in surviving
-    )
-    if stored > LOCATE_MAX_BYTES:
-        return None
-
-    read = functools.partial(_read_located, columns=columns)
-
-    if len(surviving) > 1 and stored > LOCATE_SERIAL_BYTES:
-        # pyarrow decodes without the GIL: the files' row groups are read on every core.
-        states = [state for _, state, _ in surviving]
-        tables = list(_reader_pool().map(read, states, [groups for *_, groups in surviving]))
-    else:
-        tables = [read(state, groups) for _, state, groups in surviving]
+    tables = [_read_located(state, groups, columns) for _, state, groups in surviving]
     if any(table is None for table in tables):
         return None
     if not tables:
@@ -343,6 +348,66 @@ def locate_matches(
     if limit is None and len(positions) > cap:
         return None
     return _file_rows(surviving, firsts, positions)
+
+
+def _located_bytes(result: Explanation, columns: list[str]) -> int:
+    """Stored bytes of ``columns`` in the row groups the plan reads."""
+    return sum(
+        int(result.files[access.number].layout.bytes_of(columns)[access.row_groups].sum())
+        for access in result.plan.files
+    )
+
+
+def _within_row_groups(plan) -> bool:
+    """Whether ``plan`` reads at most half the rows of the row groups it reads: granules of a
+    row count whose ranges DuckDB reads by row number, leaving the rest of each row group's
+    pages undecoded."""
+    held = sum(int(access.group_rows[access.row_groups].sum()) for access in plan.files)
+    return 2 * plan.rows <= held
+
+
+def locate_in_ranges(
+    cursor, result: Explanation, condition: str, cap: int, limit: int | None = None
+) -> dict | None:
+    """Find the rows of the plan's row ranges that satisfy ``condition``, reading with DuckDB
+    only the pages of the WHERE's columns that hold those ranges.
+
+    Used when the plan reads parts of row groups (granules of a row count): DuckDB pushes the
+    ``file_row_number`` ranges into its Parquet reader, which decodes the pages holding them
+    and skips the rest, so a point lookup reads the indexed column of the kept granules only
+    (reading a whole 1Mi-row row group column to find them cost more than scanning the file).
+
+    Args:
+        cursor: A DuckDB cursor (with the query's value tables registered).
+        result: The pruning result (Parquet files only, one schema).
+        condition: The WHERE as DuckDB SQL.
+        cap: Give up (return None) when more than this many rows match.
+        limit: Locate at most this many rows and never give up (a LIMIT query).
+
+    Returns:
+        ``{file number: sorted int64 row numbers}``, or None when more than ``cap`` rows match
+        or DuckDB rejects the condition (the caller then reads the ranges in one query, which
+        reports the error).
+    """
+    import numpy as np
+
+    count = int(cap) + 1 if limit is None else int(limit)
+    selects = [
+        f"SELECT {access.number} AS f, {ROW_NUMBER} AS r FROM "
+        f"read_parquet({_quoted(access.path)}, {ROW_NUMBER}=true) "
+        f"WHERE ({_row_ranges(access.row_ranges)}) AND ({condition})"
+        for access in result.plan.files
+    ]
+    sql = f"SELECT f, r FROM ({' UNION ALL '.join(selects)}) LIMIT {count}"
+    _log.debug("DuckDB SQL (locating the matching rows in the kept ranges): %s", sql)
+    found = _numpy_or_none(cursor, sql, "reading the ranges")
+    if found is None:
+        return None
+    files = np.asarray(found["f"], np.int64)
+    rows = np.asarray(found["r"], np.int64)
+    if limit is None and len(rows) > cap:
+        return None
+    return {f: np.sort(rows[files == f]) for f in sorted(set(files.tolist()))}
 
 
 def _read_located(state, groups, columns: list[str]):
@@ -387,18 +452,34 @@ def _matching_positions(cursor, located, condition: str, count: int):
     sql = f'SELECT "{ROW_COLUMN}" FROM {LOCATE_VIEW} WHERE {condition} LIMIT {count}'
     _log.debug("DuckDB SQL (locating the matching rows): %s", sql)
     try:
-        # Registering can fail too: DuckDB refuses some Arrow types its Parquet reader
-        # reads (then the row groups are read by DuckDB itself).
         cursor.register(LOCATE_VIEW, located)
-        found = cursor.execute(sql).fetchnumpy()
+    except duckdb.Error as exc:
+        # DuckDB refuses some Arrow types its Parquet reader reads: it reads the row groups.
+        _log.debug("DuckDB refused the located columns, reading the row groups instead: %s", exc)
+        return None
+    try:
+        found = _numpy_or_none(cursor, sql, "reading the row groups")
+    finally:
+        cursor.unregister(LOCATE_VIEW)
+    return None if found is None else np.asarray(found[ROW_COLUMN], np.int64)
+
+
+def _numpy_or_none(cursor, sql: str, instead: str):
+    """``sql``'s result as numpy arrays, or None when DuckDB refuses it (the caller then
+    does ``instead``, whose query reports the error).
+
+    Raises:
+        KeyboardInterrupt: The query was interrupted.
+    """
+    import duckdb
+
+    try:
+        return cursor.execute(sql).fetchnumpy()
     except duckdb.Error as exc:
         if interrupted(exc):
             raise KeyboardInterrupt from exc
-        _log.debug("DuckDB refused it, reading the row groups instead: %s", exc)
+        _log.debug("DuckDB refused it, %s instead: %s", instead, exc)
         return None
-    finally:
-        cursor.unregister(LOCATE_VIEW)
-    return np.asarray(found[ROW_COLUMN], np.int64)
 
 
 @functools.cache
@@ -792,12 +873,15 @@ def _surviving_source(
                 f"files with different schemas cannot hold a column named {ROW_NUMBER!r} "
                 f"or {FILE_COLUMN!r}"
             )
+        sparse_reads(cursor, _within_row_groups(result.plan))
         return [(f"SELECT * FROM {unified_source(result)}", 1)], None
     if not parquet or ROW_NUMBER in names:
         cursor.register(VIEW_NAME, surviving_dataset(result, schema))
         return [(f"SELECT * FROM {VIEW_NAME}", 1)], None
-    matches = _locate(cursor, result, where, condition, limit)
+    sparse_reads(cursor, True)
+    matches = _locate(cursor, result, schema, where, condition, limit)
     if matches is None:
+        sparse_reads(cursor, _within_row_groups(result.plan))
         return parquet_parts(result), None
     # Nothing matches: only the result's column types are needed, and they depend on the
     # query and the (unchanged) files alone.
@@ -908,16 +992,30 @@ def _read_groups(
     return table if limit is None else table.slice(0, int(limit))
 
 
-def _locate(cursor, result: Explanation, where: str, condition: str, limit: int | None):
-    """:func:`locate_matches` when locating can save reading columns, else None."""
+def _locate(cursor, result: Explanation, schema, where: str, condition: str, limit: int | None):
+    """Locate the matching rows before reading the selected columns, when that can save
+    reading them: :func:`locate_in_ranges` for a plan reading parts of its row groups, or
+    for more than :data:`LOCATE_ARROW_BYTES` of numeric columns; else :func:`locate_matches`.
+    None: read the kept rows in one query (a scan, one range, too many matches, strings
+    over whole row groups, which DuckDB's own read evaluates faster than a second pass)."""
     from bloomskip.dataset.sql.translate import integer_lookup, referenced_columns
 
-    some_skipped = not all(keep.all() for keep in result.keep)
-    # With one surviving row group there is no false positive to save: DuckDB's own filtered
-    # read of it costs what locating alone would.
-    several = sum(int(keep.sum()) for keep in result.keep) > 1
-    if not (some_skipped and several and (limit is None or 0 < limit <= LOCATE_CAP)):
+    plan = result.plan
+    if not (limit is None or 0 < limit <= LOCATE_CAP):
         return None
+    if _within_row_groups(plan):
+        # With one range there is no false positive to save: DuckDB's filtered read of it
+        # costs what locating alone would.
+        several = sum(len(access.row_ranges) for access in plan.files) > 1
+        return locate_in_ranges(cursor, result, condition, LOCATE_CAP, limit) if several else None
+    if all(keep.all() for keep in result.keep):
+        return None  # a scan: DuckDB reads every row group with prefetching
+    columns = referenced_columns(where)
+    numeric = bool(columns) and all(
+        name in schema.names and _locatable(schema.field(name).type) for name in columns
+    )
+    if numeric and _located_bytes(result, columns) > LOCATE_ARROW_BYTES:
+        return locate_in_ranges(cursor, result, condition, LOCATE_CAP, limit)
     return locate_matches(
         cursor,
         result,
