@@ -33,6 +33,7 @@ from bloomskip.errors import (
 if TYPE_CHECKING:
     from bloomskip.advise import advise
     from bloomskip.dataset import Dataset
+    from bloomskip.dataset.engines.duckdb_sql import sql
 
 __version__ = "0.1.0"
 
@@ -54,6 +55,7 @@ __all__ = [
     "UnsupportedTypeError",
     "__version__",
     "advise",
+    "sql",
 ]
 
 
@@ -68,4 +70,8 @@ def __getattr__(name: str):
         from bloomskip.advise import advise
 
         return advise
+    if name == "sql":
+        from bloomskip.dataset.engines.duckdb_sql import sql
+
+        return sql
     raise AttributeError(f"module 'bloomskip' has no attribute {name!r}")

@@ -6,6 +6,7 @@ Cheap to import: every handler imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from bloomskip._cli import (
     EXIT_OK,
@@ -35,6 +36,7 @@ def register(subparsers) -> None:
     _register_build(index_commands)
     _register_maintenance(index_commands)
     _register_query(subparsers)
+    _register_sql(subparsers)
     _register_demo(subparsers)
 
 
@@ -96,6 +98,51 @@ def _register_build(index_commands) -> None:
         "--json", action="store_true", help="print the build report as one JSON object"
     )
     build.set_defaults(func=_build)
+
+
+def _register_sql(subparsers) -> None:
+    """Add ``sql``: a query in DuckDB's SQL, its Parquet scans pruned by their indexes."""
+    command = subparsers.add_parser(
+        "sql",
+        help="run a query in DuckDB's SQL, each indexed Parquet scan reading only what its "
+        "index keeps",
+        description="Run one query in DuckDB's SQL. Each read_parquet('PATH') or 'PATH' over "
+        "local Parquet files with a bloomskip index reads only the files, row groups and rows "
+        "its index keeps for the WHERE conjuncts over that scan; DuckDB runs the rest as "
+        "written, and the rows are DuckDB's (docs/queries.md).",
+    )
+    command.add_argument("query", metavar="QUERY", help="the query; - reads it from standard input")
+    command.add_argument(
+        "--format",
+        default="table",
+        choices=("table", "csv", "json", "parquet"),
+        help="rows as a table, CSV, JSON lines or Parquet",
+    )
+    command.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="same as --format json"
+    )
+    command.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    command.add_argument(
+        "--explain",
+        action="store_true",
+        help="print what each Parquet scan reads, and for which WHERE; do not run",
+    )
+    command.set_defaults(func=_sql)
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from bloomskip.dataset.engines.duckdb_sql import plan_sql, run_cli_table
+    from bloomskip.dataset.report import write_output
+    from bloomskip.dataset.scan.query import connect
+
+    query = sys.stdin.read() if args.query == "-" else args.query
+    connection = connect()
+    if args.explain:
+        print(plan_sql(query, connection).summary())
+        return EXIT_OK
+    table, _ = run_cli_table(query, connection)
+    write_output(table, args.format, args.output, connection)
+    return EXIT_OK
 
 
 def _register_query(subparsers) -> None:

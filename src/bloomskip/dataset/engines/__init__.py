@@ -1,0 +1,1 @@
+"""Query engines users already run, pruned by bloomskip indexes (DuckDB SQL)."""

@@ -1,0 +1,549 @@
+"""DuckDB's own SQL, with each Parquet scan pruned by the dataset's bloomskip index.
+
+``bloomskip.sql(query)`` takes a query in DuckDB's SQL. Each ``read_parquet('…')`` (one path:
+a file or a glob) or bare quoted path (``FROM 'logs/*.parquet'``) over local files that a
+bloomskip index serves is replaced, in the query's text and nowhere else, by a read of only what
+the index keeps for the WHERE conjuncts of that scan's ``SELECT`` over that scan's columns:
+files, row groups, row ranges (the access plan of ``Dataset.explain``). DuckDB then runs the
+query as written: joins, aggregates, window functions, other tables.
+
+Which conjuncts prune. A conjunct of the ``SELECT``'s WHERE whose columns are all the scan's
+(qualified by its alias, or unqualified when the scan is the ``SELECT``'s only source) is
+mapped to a ClickHouse atom when its meaning is the same in both, and dropped otherwise:
+
+- ``col = literal``, ``col IN (literals)``: an integer literal against an integer column, a
+  string literal against a string column;
+- ``col LIKE 'pattern'`` without ``ESCAPE`` and without a backslash (DuckDB's ``LIKE`` has no
+  default escape character, ClickHouse's is the backslash); ``contains``, ``starts_with`` /
+  ``prefix``, ``ends_with`` / ``suffix`` as the ``LIKE`` patterns they are;
+- ``AND`` of conjuncts (an unmapped operand is dropped: the rest still holds for every row the
+  conjunct keeps) and ``OR`` of mapped operands (an unmapped operand drops the whole ``OR``).
+
+Every mapped atom is true, for any row, where DuckDB's conjunct is true, and each is
+null-rejecting, so pruning the scan by them keeps every row the WHERE keeps, whatever join
+the scan is in. What the index decides is ClickHouse's (``Dataset.explain``); the rows are
+DuckDB's. A scan is left as written when anything is unsure: options passed to
+``read_parquet``, a list of paths, files DuckDB's glob would read that the dataset does not
+hold (or the reverse), files of different schemas, ``key=value`` partition folders, a column
+the reader names itself (``file_row_number``), no index, or nothing to skip.
+
+Files rewritten while the query runs are handled as ``Dataset.query`` handles them: once the
+rows are read, every file a pruned scan read is checked against the identity its decision was
+made for, and the query is decided and run again when one changed.
+
+Example:
+    >>> import bloomskip
+    >>> bloomskip.sql("SELECT count(*) FROM 'logs/*.parquet' WHERE user_id = 42").fetchall()
+    ... # doctest: +SKIP
+    [(3,)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bloomskip.errors import BloomskipError, UnsupportedPredicateError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+    from bloomskip.dataset.prune import Explanation
+
+#: A query is decided and read again at most this many times when files change meanwhile.
+READ_ATTEMPTS = 3
+#: Datasets kept between calls, by path: a ``Dataset`` keeps its index's decoded sections and
+#: the files' footers, and checks the files again (``stat``) on every use.
+KEPT_DATASETS = 32
+_DATASETS: dict[str, object] = {}
+_DEFAULT: list = []
+
+
+@dataclass
+class ScanDecision:
+    """What the index decided for one Parquet scan of a query.
+
+    Attributes:
+        text: The scan as written (``read_parquet('logs/*.parquet')``).
+        path: The path it reads.
+        where: The ClickHouse WHERE the index was asked about (its mapped conjuncts); None when
+            no conjunct maps.
+        explanation: The index's decision, None when the scan is left as written.
+        reason: Why the scan is left as written, when it is.
+    """
+
+    text: str
+    path: str
+    where: str | None = None
+    explanation: Explanation | None = field(default=None, repr=False)
+    reason: str = ""
+
+    def summary(self) -> str:
+        """One line: what the scan reads, and why."""
+        if self.explanation is None:
+            return f"{self.text}: read as written ({self.reason})"
+        plan = self.explanation.plan
+        total_rows = sum(int(state.layout.rows.sum()) for state in self.explanation.files)
+        total_groups = sum(len(state.layout.rows) for state in self.explanation.files)
+        return (
+            f"{self.text}: reads {len(plan.files)}/{plan.file_count} files, "
+            f"{plan.row_group_count}/{total_groups} row groups, {plan.rows:,}/{total_rows:,} "
+            f"rows, for WHERE {self.where}"
+        )
+
+
+@dataclass
+class SqlPlan:
+    """A query with its pruned scans.
+
+    Attributes:
+        query: The query as given.
+        text: The query DuckDB runs: ``query`` with each pruned scan replaced.
+        scans: One :class:`ScanDecision` per Parquet scan found.
+    """
+
+    query: str
+    text: str
+    scans: list[ScanDecision]
+
+    def summary(self) -> str:
+        """What each scan reads, one line each (``bloomskip sql --explain``)."""
+        if not self.scans:
+            return "no Parquet scan: the query runs as written"
+        return "\n".join(scan.summary() for scan in self.scans)
+
+
+def plan_sql(query: str, connection=None) -> SqlPlan:
+    """Decide, for each Parquet scan of a DuckDB query, what its index lets it skip.
+
+    Args:
+        query: One statement in DuckDB's SQL.
+        connection: The DuckDB connection the query will run on (to expand globs as it does);
+            a new in-memory one when None.
+
+    Returns:
+        The :class:`SqlPlan`; a statement that is not a query, or that sqlglot cannot parse,
+        has no scan and runs as written.
+
+    Example:
+        >>> plan_sql("SELECT * FROM 'logs/*.parquet' WHERE user_id = 42").summary()
+        ... # doctest: +SKIP
+        "'logs/*.parquet': reads 1/4 files, 1/120 row groups, 8,192/7,864,320 rows, ..."
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = sqlglot.parse(query, dialect="duckdb")
+    except SqlglotError:
+        return SqlPlan(query, query, [])
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        return SqlPlan(query, query, [])
+    statement = statements[0]
+    # A scan without an alias keeps the name DuckDB gives it only while it is a table
+    # function: a query qualifying any column may use that name, and then it is not pruned.
+    qualified = any(column.table for column in statement.find_all(exp.Column))
+    connection = connection if connection is not None else _connect()
+    scans = []
+    replacements = []
+    for table in statement.find_all(exp.Table):
+        span = _scan_span(query, table)
+        if span is None:
+            continue
+        path, start, end = span
+        if not table.alias and qualified:
+            scans.append(
+                ScanDecision(query[start:end], path, reason="no alias, and columns are qualified")
+            )
+            continue
+        decision = _decide(table, path, query[start:end], connection)
+        scans.append(decision)
+        if decision.explanation is not None:
+            from bloomskip.dataset.scan.query import parquet_source
+
+            replacements.append((start, end, parquet_source(decision.explanation)))
+    text = query
+    for start, end, source in sorted(replacements, reverse=True):
+        text = text[:start] + source + text[end:]
+    return SqlPlan(query, text, scans)
+
+
+def sql(query: str, *, connection=None) -> duckdb.DuckDBPyRelation:
+    """Run a query in DuckDB's SQL with its Parquet scans pruned by their bloomskip indexes.
+
+    The rows are those DuckDB returns for ``query`` without bloomskip; only the row groups and
+    rows each scan reads differ (see the module's description for which scans and WHERE
+    conjuncts prune).
+
+    Args:
+        query: One statement in DuckDB's SQL.
+        connection: A DuckDB connection (its tables, views and settings are the query's); a
+            new in-memory one when None.
+
+    Returns:
+        A DuckDB relation of the query's rows (read once, here; a statement that is not a
+        query is run as written and its relation returned as DuckDB gives it).
+
+    Raises:
+        BloomskipError: DuckDB rejects the query (its message, on one line).
+        StaleSourceError: Files a pruned scan read changed during each of three attempts.
+
+    Example:
+        >>> import bloomskip
+        >>> bloomskip.sql("SELECT * FROM read_parquet('logs/*.parquet') WHERE user_id = 42")
+        ... # doctest: +SKIP
+    """
+    relation, _ = sql_with_plan(query, connection=connection)
+    return relation
+
+
+def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelation, SqlPlan]:
+    """:func:`sql`, with the :class:`SqlPlan` whose text gave the rows."""
+    import duckdb
+
+    from bloomskip.dataset.prune import changed_on_disk
+    from bloomskip.errors import StaleSourceError
+
+    connection = connection if connection is not None else _connect()
+    moved = []
+    for _ in range(READ_ATTEMPTS):
+        plan = plan_sql(query, connection)
+        try:
+            if not plan.scans or all(scan.explanation is None for scan in plan.scans):
+                return connection.sql(query), plan
+            with _prefetching(connection, plan):
+                table = connection.sql(plan.text).to_arrow_table()
+        except duckdb.Error as exc:
+            raise _rejected(exc) from exc
+        moved = changed_on_disk(
+            [
+                state
+                for scan in plan.scans
+                if scan.explanation is not None
+                for state in scan.explanation.files
+                if state.listed is not None
+            ]
+        )
+        if not moved:
+            return connection.from_arrow(table), plan
+    raise StaleSourceError(
+        f"{moved[0].source.path}: changed while the query read it, {READ_ATTEMPTS} times in a "
+        "row; run the query again"
+    )
+
+
+def _connect():
+    """The connection queries run on when the caller gives none (opened once)."""
+    if not _DEFAULT:
+        from bloomskip.dataset.scan.query import connect
+
+        _DEFAULT.append(connect())
+    return _DEFAULT[0]
+
+
+@contextlib.contextmanager
+def _prefetching(connection, plan: SqlPlan):
+    """Within the block, DuckDB reads without prefetching when every pruned scan reads a few
+    pages of its row groups (``scan.query.sparse_reads``); the setting is restored after."""
+    from bloomskip.dataset.scan.query import SPARSE_ROW_GROUPS, _within_row_groups, sparse_reads
+
+    pruned = [scan.explanation.plan for scan in plan.scans if scan.explanation is not None]
+    sparse = all(
+        _within_row_groups(read) or read.row_group_count <= SPARSE_ROW_GROUPS for read in pruned
+    )
+    (before,) = connection.execute(
+        "SELECT current_setting('disable_parquet_prefetching')"
+    ).fetchone()
+    sparse_reads(connection, sparse)
+    try:
+        yield
+    finally:
+        sparse_reads(connection, bool(before))
+
+
+def _dataset(path: str):
+    """The ``Dataset`` of ``path``, kept between calls (:data:`KEPT_DATASETS`)."""
+    from bloomskip.dataset import Dataset
+
+    key = str(Path(path).absolute())
+    if key not in _DATASETS:
+        if len(_DATASETS) >= KEPT_DATASETS:
+            _DATASETS.pop(next(iter(_DATASETS)))
+        _DATASETS[key] = Dataset(path)
+    return _DATASETS[key]
+
+
+def _rejected(exc: Exception) -> BloomskipError:
+    from bloomskip._cli import interrupted
+
+    if interrupted(exc):
+        raise KeyboardInterrupt from exc
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    return BloomskipError(f"DuckDB rejected the query: {reason[:200]}")
+
+
+def _scan_span(query: str, table) -> tuple[str, int, int] | None:
+    """``(path, start, end)`` of a Parquet scan of one path in ``query``'s text, or None when
+    ``table`` is not one (another table, a scan with options or a list of paths)."""
+    from sqlglot import exp
+
+    node = table.this
+    if isinstance(node, exp.ReadParquet):
+        arguments = node.expressions
+        if len(arguments) != 1 or not (
+            isinstance(arguments[0], exp.Literal) and arguments[0].is_string
+        ):
+            return None
+        start = node.meta.get("start")
+        if start is None:
+            return None
+        end = _closing_parenthesis(query, node.meta["end"] + 1)
+        return (arguments[0].this, start, end) if end is not None else None
+    if isinstance(node, exp.Identifier) and node.quoted and not table.args.get("db"):
+        start, end = node.meta.get("start"), node.meta.get("end")
+        if start is None or query[start] != "'":
+            return None  # a double-quoted name is a table, not a path
+        return node.this, start, end + 1
+    return None
+
+
+def _closing_parenthesis(query: str, position: int) -> int | None:
+    """The end (exclusive) of the parenthesized argument list opening at ``position`` (after
+    blanks), found with sqlglot's tokenizer (string literals may hold parentheses)."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    depth = 0
+    for token in Dialect.get_or_raise("duckdb").tokenize(query[position:]):
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return position + token.end + 1
+        elif depth == 0:
+            return None
+    return None
+
+
+def _decide(table, path: str, text: str, connection) -> ScanDecision:
+    """The index's decision for one scan, or why the scan is read as written."""
+    from bloomskip.dataset.backends.folder import FolderDataset
+    from bloomskip.dataset.scan.query import FILE_COLUMN, ROW_NUMBER
+    from bloomskip.dataset.sql.translate import column_kinds
+
+    decision = ScanDecision(text, path)
+    files = _duckdb_files(path, connection)
+    if not files:
+        decision.reason = "DuckDB reads no file there"
+        return decision
+    try:
+        dataset = _dataset(path)
+    except BloomskipError as exc:
+        decision.reason = f"not a dataset: {exc}"
+        return decision
+    backend = dataset.backend
+    if not isinstance(backend, FolderDataset):
+        decision.reason = "not a local folder's files"
+        return decision
+    schema = backend.schema
+    if ROW_NUMBER in schema.names or FILE_COLUMN in schema.names:
+        decision.reason = f"a column is named {ROW_NUMBER!r} or {FILE_COLUMN!r}"
+        return decision
+    atoms = _scan_conjuncts(table, dict(column_kinds(schema)))
+    if not atoms:
+        decision.reason = "no WHERE conjunct over its columns maps to the index"
+        return decision
+    decision.where = " AND ".join(atoms)
+    try:
+        explanation = dataset.explain(decision.where)
+    except (UnsupportedPredicateError, BloomskipError) as exc:
+        decision.reason = f"the index cannot evaluate it: {exc}"
+        return decision
+    # The explanation's files are the listing its decision was made on.
+    if sorted(os.path.abspath(state.source.path) for state in explanation.files) != files:
+        decision.reason = "the dataset's files are not those DuckDB reads"
+        return decision
+    # Not uniform(), which lists the files again: the decision's listing is the one in use.
+    if any(state.source.format != "parquet" for state in explanation.files) or not (
+        backend._uniform()
+    ):
+        decision.reason = "the files' schemas differ"
+        return decision
+    if explanation.table_files:
+        decision.reason = "key=value partition folders"
+        return decision
+    if explanation.plan.rows == sum(int(s.layout.rows.sum()) for s in explanation.files):
+        decision.reason = "the index keeps every row"
+        return decision
+    decision.explanation = explanation
+    return decision
+
+
+def _duckdb_files(path: str, connection) -> list[str]:
+    """The files DuckDB reads for ``path`` (its own ``glob``; absolute, sorted); none for a
+    directory (DuckDB reads none there either) or a URL."""
+    import duckdb
+
+    if "://" in path:
+        return []
+    try:
+        found = connection.execute("SELECT file FROM glob(?)", [path]).fetchall()
+    except duckdb.Error:
+        return []
+    return sorted(os.path.abspath(name) for (name,) in found)
+
+
+def _scan_conjuncts(table, kinds: dict[str, str]) -> list[str]:
+    """The ClickHouse atoms of the WHERE conjuncts of ``table``'s ``SELECT`` that are over
+    ``table``'s columns and map (see the module's description)."""
+    from sqlglot import exp
+
+    select = table.parent
+    while select is not None and not isinstance(select, exp.Select):
+        select = select.parent
+    if select is None or select.args.get("where") is None:
+        return []
+    from_ = select.args.get("from") or select.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [
+        join.this for join in select.args.get("joins") or []
+    ]
+    if not any(source is table for source in sources):
+        return []  # the scan is inside a subquery of this SELECT's FROM: not its WHERE
+    scope = _Scope(table.alias or None, len(sources) == 1, kinds)
+    where = select.args["where"].this
+    conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+    return [atom for atom in map(scope.atom, conjuncts) if atom]
+
+
+class _Scope:
+    """Maps DuckDB predicate nodes over one scan's columns to ClickHouse atom text."""
+
+    def __init__(self, alias: str | None, alone: bool, kinds: dict[str, str]) -> None:
+        self.alias = alias.lower() if alias else None
+        self.alone = alone
+        self.kinds = kinds
+
+    def atom(self, node) -> str | None:
+        """ClickHouse text true wherever ``node`` is (for the index), or None."""
+        from sqlglot import exp
+
+        if isinstance(node, exp.Paren):
+            return self.atom(node.this)
+        if isinstance(node, exp.And):
+            parts = [part for part in (self.atom(item) for item in node.flatten()) if part]
+            return " AND ".join(f"({part})" for part in parts) if parts else None
+        if isinstance(node, exp.Or):
+            parts = [self.atom(item) for item in node.flatten()]
+            if not all(parts):
+                return None
+            return " OR ".join(f"({part})" for part in parts)
+        if isinstance(node, exp.EQ):
+            return self._equality(node.this, node.expression) or self._equality(
+                node.expression, node.this
+            )
+        if isinstance(node, exp.In):
+            return self._membership(node)
+        if isinstance(node, exp.Like) and not node.args.get("escape"):
+            return self._like(node.this, node.expression)
+        patterns = {
+            exp.Contains: "%{}%",
+            exp.StartsWith: "{}%",
+            exp.EndsWith: "%{}",
+        }
+        for kind, shape in patterns.items():
+            if isinstance(node, kind):
+                return self._substring(node.this, node.expression, shape)
+        named = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+        if named in ("prefix", "suffix") and len(node.expressions) == 2:
+            shape = "{}%" if named == "prefix" else "%{}"
+            return self._substring(node.expressions[0], node.expressions[1], shape)
+        return None
+
+    def _column(self, node) -> tuple[str, str] | None:
+        """``(name, kind)`` of a plain column of the scan, or None."""
+        from sqlglot import exp
+
+        if not isinstance(node, exp.Column) or node.args.get("db") or node.args.get("catalog"):
+            return None
+        qualifier = node.table.lower() if node.table else None
+        if qualifier is None and not self.alone:
+            return None
+        if qualifier is not None and qualifier != self.alias:
+            return None
+        name = node.name
+        matches = [column for column in self.kinds if column.lower() == name.lower()]
+        if len(matches) != 1:
+            return None  # unknown, or names DuckDB would find ambiguous
+        return matches[0], self.kinds[matches[0]]
+
+    def _literal(self, node, kind: str) -> str | None:
+        """ClickHouse text of a literal DuckDB compares with a ``kind`` column as is."""
+        from sqlglot import exp
+
+        if not isinstance(node, exp.Literal):
+            return None
+        if node.is_string:
+            return _clickhouse_string(node.this) if kind == "string" else None
+        text = node.this
+        if kind in ("int", "uint") and text.isdigit() and int(text) < 1 << 63:
+            return str(int(text))
+        return None
+
+    def _equality(self, column, literal) -> str | None:
+        found = self._column(column)
+        if found is None:
+            return None
+        value = self._literal(literal, found[1])
+        return None if value is None else f"{_clickhouse_name(found[0])} = {value}"
+
+    def _membership(self, node) -> str | None:
+        found = self._column(node.this)
+        if found is None or node.args.get("query") or node.args.get("unnest"):
+            return None
+        values = [self._literal(item, found[1]) for item in node.expressions]
+        if not values or not all(values):
+            return None
+        return f"{_clickhouse_name(found[0])} IN ({', '.join(values)})"
+
+    def _like(self, column, pattern) -> str | None:
+        from sqlglot import exp
+
+        found = self._column(column)
+        if found is None or found[1] != "string":
+            return None
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
+            return None
+        return f"{_clickhouse_name(found[0])} LIKE {_clickhouse_string(pattern.this)}"
+
+    def _substring(self, column, needle, shape: str) -> str | None:
+        from sqlglot import exp
+
+        found = self._column(column)
+        if found is None or found[1] != "string":
+            return None
+        if not (isinstance(needle, exp.Literal) and needle.is_string):
+            return None
+        escaped = needle.this.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return f"{_clickhouse_name(found[0])} LIKE {_clickhouse_string(shape.format(escaped))}"
+
+
+def _clickhouse_name(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def _clickhouse_string(value: str) -> str:
+    """A ClickHouse string literal holding ``value`` (whose backslashes are its own)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def run_cli_table(query: str, connection) -> tuple[pa.Table, SqlPlan]:
+    """The rows of ``query`` as an Arrow table, with its plan (``bloomskip sql``)."""
+    relation, plan = sql_with_plan(query, connection=connection)
+    return relation.to_arrow_table(), plan
