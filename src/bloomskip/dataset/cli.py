@@ -100,6 +100,20 @@ def _register_build(index_commands) -> None:
     build.set_defaults(func=_build)
 
 
+def _output_options(command, explain_note: str) -> None:
+    """Add ``--format``, ``--json`` and ``--output``: how a command writes its rows."""
+    command.add_argument(
+        "--format",
+        default="table",
+        choices=("table", "csv", "json", "parquet"),
+        help="rows as a table, CSV, JSON lines or Parquet" + explain_note,
+    )
+    command.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="same as --format json"
+    )
+    command.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+
+
 def _register_sql(subparsers) -> None:
     """Add ``sql``: a query in DuckDB's SQL, its Parquet scans pruned by their indexes."""
     command = subparsers.add_parser(
@@ -112,16 +126,7 @@ def _register_sql(subparsers) -> None:
         "written, and the rows are DuckDB's (docs/queries.md).",
     )
     command.add_argument("query", metavar="QUERY", help="the query; - reads it from standard input")
-    command.add_argument(
-        "--format",
-        default="table",
-        choices=("table", "csv", "json", "parquet"),
-        help="rows as a table, CSV, JSON lines or Parquet",
-    )
-    command.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="same as --format json"
-    )
-    command.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    _output_options(command, "")
     command.add_argument(
         "--explain",
         action="store_true",
@@ -159,17 +164,7 @@ def _register_query(subparsers) -> None:
     where_options(query)
     query.add_argument("--select", metavar="COLS", help="comma-separated columns (default: all)")
     query.add_argument("--limit", type=count(0), metavar="N")
-    query.add_argument(
-        "--format",
-        default="table",
-        choices=("table", "csv", "json", "parquet"),
-        help="rows as a table, CSV, JSON lines or Parquet; with --explain: text (table) or "
-        "one JSON object (json)",
-    )
-    query.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="same as --format json"
-    )
-    query.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    _output_options(query, "; with --explain: text (table) or one JSON object (json)")
     query.add_argument(
         "--explain",
         action="store_true",

@@ -53,6 +53,32 @@ class FrameConversions:
             ) from exc
         return pl.from_arrow(self.query(where, columns), rechunk=False).lazy()
 
+    def scan_polars(self):  # noqa: ANN201
+        """Return the dataset as a ``polars.LazyFrame`` whose filters prune with the index.
+
+        Unlike :meth:`to_polars`, nothing is read now and the WHERE is Polars' own: the
+        predicate Polars pushes down when the frame is collected (``filter``) is mapped to the
+        index's atoms where the meaning is the same (``==``, ``is_in``, ``str.contains``
+        with ``literal=True``, ``str.starts_with``, ``str.ends_with``, ``&``, ``|``; anything
+        else keeps every granule), only the kept row ranges are read by Polars' own Parquet
+        reader, and Polars applies the predicate: the rows are exactly ``pl.scan_parquet``'s
+        with the same filter (``engines/polars_scan.py``, docs/queries.md).
+
+        Returns:
+            A ``polars.LazyFrame``.
+
+        Raises:
+            BloomskipError: Polars is not installed, or the dataset is not local Parquet files
+                of one schema.
+
+        Example:
+            >>> frame = Dataset("logs/").scan_polars()  # doctest: +SKIP
+            >>> frame.filter(pl.col("user_id") == 42).collect()  # doctest: +SKIP
+        """
+        from bloomskip.dataset.engines.polars_scan import scan_polars
+
+        return scan_polars(self)
+
     def to_pandas(
         self,
         where: str,

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bloomskip.dataset.engines import atoms
 from bloomskip.errors import BloomskipError, UnsupportedPredicateError
 
 if TYPE_CHECKING:
@@ -453,16 +454,16 @@ class _Scope:
         if isinstance(node, exp.Like) and not node.args.get("escape"):
             return self._like(node.this, node.expression)
         patterns = {
-            exp.Contains: "%{}%",
-            exp.StartsWith: "{}%",
-            exp.EndsWith: "%{}",
+            exp.Contains: atoms.CONTAINS,
+            exp.StartsWith: atoms.STARTS_WITH,
+            exp.EndsWith: atoms.ENDS_WITH,
         }
         for kind, shape in patterns.items():
             if isinstance(node, kind):
                 return self._substring(node.this, node.expression, shape)
         named = node.name.lower() if isinstance(node, exp.Anonymous) else ""
         if named in ("prefix", "suffix") and len(node.expressions) == 2:
-            shape = "{}%" if named == "prefix" else "%{}"
+            shape = atoms.STARTS_WITH if named == "prefix" else atoms.ENDS_WITH
             return self._substring(node.expressions[0], node.expressions[1], shape)
         return None
 
@@ -490,7 +491,7 @@ class _Scope:
         if not isinstance(node, exp.Literal):
             return None
         if node.is_string:
-            return _clickhouse_string(node.this) if kind == "string" else None
+            return atoms.string(node.this) if kind == "string" else None
         text = node.this
         if kind in ("int", "uint") and text.isdigit() and int(text) < 1 << 63:
             return str(int(text))
@@ -501,7 +502,7 @@ class _Scope:
         if found is None:
             return None
         value = self._literal(literal, found[1])
-        return None if value is None else f"{_clickhouse_name(found[0])} = {value}"
+        return None if value is None else f"{atoms.name(found[0])} = {value}"
 
     def _membership(self, node) -> str | None:
         found = self._column(node.this)
@@ -510,7 +511,7 @@ class _Scope:
         values = [self._literal(item, found[1]) for item in node.expressions]
         if not values or not all(values):
             return None
-        return f"{_clickhouse_name(found[0])} IN ({', '.join(values)})"
+        return f"{atoms.name(found[0])} IN ({', '.join(values)})"
 
     def _like(self, column, pattern) -> str | None:
         from sqlglot import exp
@@ -520,7 +521,7 @@ class _Scope:
             return None
         if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
             return None
-        return f"{_clickhouse_name(found[0])} LIKE {_clickhouse_string(pattern.this)}"
+        return f"{atoms.name(found[0])} LIKE {atoms.string(pattern.this)}"
 
     def _substring(self, column, needle, shape: str) -> str | None:
         from sqlglot import exp
@@ -530,17 +531,7 @@ class _Scope:
             return None
         if not (isinstance(needle, exp.Literal) and needle.is_string):
             return None
-        escaped = needle.this.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return f"{_clickhouse_name(found[0])} LIKE {_clickhouse_string(shape.format(escaped))}"
-
-
-def _clickhouse_name(name: str) -> str:
-    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
-
-
-def _clickhouse_string(value: str) -> str:
-    """A ClickHouse string literal holding ``value`` (whose backslashes are its own)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return atoms.substring(found[0], needle.this, shape)
 
 
 def run_cli_table(query: str, connection) -> tuple[pa.Table, SqlPlan]:
