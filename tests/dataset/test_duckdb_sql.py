@@ -182,3 +182,17 @@ def test_cli_prints_rows_and_explains(lake, capsys):
     assert len(err) == 1 and "DuckDB rejected the query" in err[0]
     with pytest.raises(BloomskipError):
         bloomskip.sql("SELECT * FROM no_such_table")
+
+
+def test_cli_reads_the_query_from_standard_input(lake, capsys, monkeypatch):
+    import io
+
+    folder, table = lake
+    k = table.column("k")[5].as_py()
+    query = f"SELECT count(*) AS n FROM '{folder}/*.parquet' WHERE k = {k}"
+    monkeypatch.setattr("sys.stdin", io.StringIO(query))
+    assert main(["sql", "-", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.split() == ["n", str(duckdb.sql(query).fetchall()[0][0])]
+    # A statement that is not a query runs as written, its result as DuckDB gives it.
+    assert main(["sql", "SET threads = 1"]) == 0
+    assert "Success" in capsys.readouterr().out
