@@ -82,3 +82,20 @@ def write_dataset(directory: Path, sizes: list[tuple[int, int]], seed: int = 0) 
         paths.append(path)
         first += rows
     return paths
+
+
+def write_indexed_parts(
+    folder, files: int, rows: int, row_group: int, seed: int, granule
+) -> list[pa.Table]:
+    """``files`` Parquet files of :func:`make_table` rows (ids continuing from file to file)
+    in ``folder`` (created), indexed with :data:`INDEXES` at ``granule``; returns the tables."""
+    from bloomskip.dataset import Dataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for number in range(files):
+        table = make_table(rows, seed + number, number * rows)
+        pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=row_group)
+        tables.append(table)
+    Dataset(folder).build_index(INDEXES, granule=granule, progress=False)
+    return tables

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dataset_fixtures import INDEXES, make_table
+from dataset_fixtures import write_indexed_parts
 
 import bloomskip
 from bloomskip.cli import main
@@ -27,13 +27,7 @@ FILES, ROWS, GROUP = 3, 3_000, 300
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
     folder = tmp_path_factory.mktemp("duckdb-sql") / "data"
-    folder.mkdir()
-    tables = []
-    for number in range(FILES):
-        table = make_table(ROWS, 70 + number, number * ROWS)
-        pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=GROUP)
-        tables.append(table)
-    Dataset(folder).build_index(INDEXES, granule=100, progress=False)
+    tables = write_indexed_parts(folder, FILES, ROWS, GROUP, 70, granule=100)
     return folder, pa.concat_tables(tables)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dataset_fixtures import INDEXES, make_table
+from dataset_fixtures import write_indexed_parts
 
 from bloomskip.cli import main
 from bloomskip.dataset import Dataset
@@ -31,15 +31,8 @@ FILES, ROWS, GROUP, GRANULE = 3, 6_000, 2_000, 100
 def corpus(tmp_path_factory):
     base = tmp_path_factory.mktemp("granule-ranges")
     folder = base / "data"
-    folder.mkdir()
-    tables = []
-    for number in range(FILES):
-        table = make_table(ROWS, 40 + number, number * ROWS)
-        pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=GROUP)
-        tables.append(table)
-    dataset = Dataset(folder)
-    dataset.build_index(INDEXES, granule=GRANULE, progress=False)
-    return folder, tables, dataset
+    tables = write_indexed_parts(folder, FILES, ROWS, GROUP, 40, granule=GRANULE)
+    return folder, tables, Dataset(folder)
 
 
 def _clickhouse(session: Session, folder, where: str) -> list[int]:

@@ -12,7 +12,7 @@ import random
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from dataset_fixtures import INDEXES, make_table
+from dataset_fixtures import write_indexed_parts
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.engines.polars_scan import polars_where
@@ -24,13 +24,8 @@ FILES, ROWS, GROUP = 3, 3_000, 300
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
     folder = tmp_path_factory.mktemp("scan-polars") / "data"
-    folder.mkdir()
-    for number in range(FILES):
-        table = make_table(ROWS, 90 + number, number * ROWS)
-        pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=GROUP)
-    dataset = Dataset(folder)
-    dataset.build_index(INDEXES, granule=100, progress=False)
-    return folder, sorted(str(path) for path in folder.glob("*.parquet")), dataset
+    write_indexed_parts(folder, FILES, ROWS, GROUP, 90, granule=100)
+    return folder, sorted(str(path) for path in folder.glob("*.parquet")), Dataset(folder)
 
 
 def _atoms(files: list[str], rng: random.Random) -> list[pl.Expr]:

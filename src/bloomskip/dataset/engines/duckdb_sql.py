@@ -251,11 +251,10 @@ def _connect():
 def _prefetching(connection, plan: SqlPlan):
     """Within the block, DuckDB reads without prefetching when every pruned scan reads a few
     pages of its row groups (``scan.query.sparse_reads``); the setting is restored after."""
-    from bloomskip.dataset.scan.query import SPARSE_ROW_GROUPS, _within_row_groups, sparse_reads
+    from bloomskip.dataset.scan.query import reads_sparsely, sparse_reads
 
-    pruned = [scan.explanation.plan for scan in plan.scans if scan.explanation is not None]
     sparse = all(
-        _within_row_groups(read) or read.row_group_count <= SPARSE_ROW_GROUPS for read in pruned
+        reads_sparsely(scan.explanation.plan) for scan in plan.scans if scan.explanation is not None
     )
     (before,) = connection.execute(
         "SELECT current_setting('disable_parquet_prefetching')"

@@ -363,6 +363,14 @@ def _located_bytes(result: Explanation, columns: list[str]) -> int:
     )
 
 
+def reads_sparsely(plan) -> bool:
+    """Whether reading ``plan`` takes a few pages of each row group it touches (ranges finer
+    than their row groups, or at most :data:`SPARSE_ROW_GROUPS` row groups, which DuckDB's
+    pushed-down filter reads sparsely): DuckDB then reads it without prefetching
+    (:func:`sparse_reads`)."""
+    return _within_row_groups(plan) or plan.row_group_count <= SPARSE_ROW_GROUPS
+
+
 def _within_row_groups(plan) -> bool:
     """Whether ``plan`` reads at most half the rows of the row groups it reads: granules of a
     row count whose ranges DuckDB reads by row number, leaving the rest of each row group's
@@ -878,8 +886,7 @@ def _surviving_source(
                 f"files with different schemas cannot hold a column named {ROW_NUMBER!r} "
                 f"or {FILE_COLUMN!r}"
             )
-        plan = result.plan
-        sparse_reads(cursor, _within_row_groups(plan) or plan.row_group_count <= SPARSE_ROW_GROUPS)
+        sparse_reads(cursor, reads_sparsely(result.plan))
         return [(f"SELECT * FROM {unified_source(result)}", 1)], None
     if not parquet or ROW_NUMBER in names:
         cursor.register(VIEW_NAME, surviving_dataset(result, schema))
@@ -887,8 +894,7 @@ def _surviving_source(
     sparse_reads(cursor, True)
     matches = _locate(cursor, result, schema, where, condition, limit)
     if matches is None:
-        plan = result.plan
-        sparse_reads(cursor, _within_row_groups(plan) or plan.row_group_count <= SPARSE_ROW_GROUPS)
+        sparse_reads(cursor, reads_sparsely(result.plan))
         return parquet_parts(result), None
     # Nothing matches: only the result's column types are needed, and they depend on the
     # query and the (unchanged) files alone.
