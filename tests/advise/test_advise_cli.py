@@ -4,7 +4,6 @@ Chromium, bad input as one line and exit status 2, and a light ``bloomskip --hel
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,13 +100,10 @@ def test_the_html_report_is_self_contained(cli_run) -> None:
     assert "ALTER TABLE events ADD INDEX user_id_bf" in page
 
 
-def test_the_html_report_renders_in_headless_chromium(cli_run, tmp_path) -> None:
+def test_the_html_report_renders_in_headless_chromium(cli_run, chromium, tmp_path) -> None:
     from matplotlib.image import imread
 
     _, report, _ = cli_run
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is not installed (Debian's package; .ci/run installs it)")
     shot = tmp_path / "shot.png"
     command = [
         chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
