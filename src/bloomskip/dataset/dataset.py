@@ -278,8 +278,8 @@ class Dataset(FrameConversions):
         Returns:
             An :class:`~bloomskip.dataset.prune.Explanation`: per file and index what was
             kept, the warnings, and the access plan
-            (:meth:`~bloomskip.dataset.prune.Explanation.row_groups`,
-            :meth:`~bloomskip.dataset.prune.Explanation.to_dataset`).
+            (:meth:`~bloomskip.dataset.prune.Explanation.access_plan`: the hand-off to
+            pyarrow, DuckDB, Polars or DataFusion).
 
         Raises:
             UnsupportedPredicateError: The WHERE cannot be parsed.
@@ -290,7 +290,9 @@ class Dataset(FrameConversions):
             >>> Dataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
             [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
-        return self.backend.explain(where, describe_data=describe_data)
+        explanation = self.backend.explain(where, describe_data=describe_data)
+        explanation.reader = self.backend.plan_reader(explanation)
+        return explanation
 
     def query(
         self,

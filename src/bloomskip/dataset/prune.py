@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
 
-    from bloomskip.dataset.scan.plan import AccessPlan
+    from bloomskip.dataset.scan.plan import AccessPlan, PlanReader
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -119,6 +119,8 @@ class Explanation:
             sidecar granule, True where every index (and :attr:`across`) keeps it; None for a
             file no index narrowed, or granules of a row group (``keep`` says it all then).
             The access plan reads the kept granules' rows only (:func:`combine_granules`).
+        reader: How :meth:`access_plan`'s files are read by other engines (set by
+            ``Dataset.explain``).
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
@@ -140,6 +142,7 @@ class Explanation:
     atoms: list | None = field(default=None, repr=False)
     across: IndexOutcome | None = None
     granule_keep: list | None = field(default=None, repr=False)
+    reader: PlanReader | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def plan(self) -> AccessPlan:
@@ -166,7 +169,23 @@ class Explanation:
             ],
             self.keep,
             granules,
+            [file_identity(state.listed) for state in self.files],
         )
+
+    def access_plan(self) -> AccessPlan:
+        """The access plan as the hand-off to another engine: per file read, its identity,
+        row groups and row ranges, with ``to_pyarrow()``, ``to_duckdb()`` and ``to_polars()``
+        reading exactly it (docs/queries.md, "Handing the plan to another engine").
+
+        Returns:
+            The :attr:`plan`, readable when the explanation came from ``Dataset.explain``.
+
+        Example:
+            >>> plan = Dataset("logs/").explain("user_id = 42").access_plan()  # doctest: +SKIP
+            >>> plan.to_duckdb().filter("user_id = 42").fetchall()  # doctest: +SKIP
+            [(42, 'login')]
+        """
+        return self.plan if self.reader is None else self.plan.with_reader(self.reader)
 
     def row_groups(self) -> list[tuple[Path, int]]:
         """Return the ``(file, row_group)`` pairs that must be read, in dataset order.
@@ -213,6 +232,28 @@ class Explanation:
         if self.schema_source is None:
             raise BloomskipError("this explanation has no schema: make it with Dataset.explain")
         return surviving_dataset(self, self.schema_source(), self.table_files)
+
+
+def file_identity(listed) -> dict | None:
+    """A file's identity as the plan records it, from what its listing said (``listed``).
+
+    Example:
+        >>> file_identity((2049, 1311, 1234, 1764460000000000000, 1764460000000000001))
+        {'size': 1234, 'modified_ns': 1764460000000000000}
+    """
+    if isinstance(listed, tuple):  # a local file's stat key
+        return {"size": listed[2], "modified_ns": listed[3]}
+    if getattr(listed, "distrusted", False):
+        return None
+    info = getattr(listed, "info", listed)
+    if info is None or not hasattr(info, "etag"):
+        return None
+    return {
+        "size": info.size,
+        "modified_ns": info.mtime_ns,
+        "etag": info.etag,
+        "version": info.version,
+    }
 
 
 def surviving_dataset(

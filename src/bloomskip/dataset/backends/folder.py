@@ -697,6 +697,19 @@ class FolderDataset:
         result.table_files = self._partitioning().table_files()
         return result
 
+    def plan_reader(self, explanation: Explanation):
+        """How other engines read ``explanation``'s access plan
+        (:class:`~bloomskip.dataset.scan.handoff.ExplanationReader`)."""
+        from bloomskip.dataset.prune import changed_on_disk
+        from bloomskip.dataset.scan.handoff import ExplanationReader
+
+        def by_path() -> bool:
+            return all(state.source.format == "parquet" for state in explanation.files)
+
+        return ExplanationReader(
+            explanation, by_path=by_path, uniform=self._uniform, changed=changed_on_disk
+        )
+
     def _handoff_schema(self) -> pa.Schema:
         """The schema of :meth:`Explanation.to_dataset`."""
         # The files' own schema when they agree: nothing to cast, dictionaries stay. Otherwise

@@ -859,18 +859,28 @@ class LakeDataset:
         def read(decision: Explanation) -> pa.Table:
             return self._run_on(decision, where, columns, limit, decision.table_files)
 
-        def changed(states: list) -> list:
-            if self.store is None:
-                # Through a caller's filesystem the footer's hash names the bytes (_list_data).
-                return [state for state in states if not _footer_unchanged(state)]
-            now = self.store.heads([state.relative_path for state in states])
-            return [
-                state
-                for state in states
-                if not _same_object(state.listed, now[state.relative_path])
-            ]
+        return read_consistently(explanation, where, read, self._changed, self.explain)
 
-        return read_consistently(explanation, where, read, changed, self.explain)
+    def _changed(self, states: list) -> list:
+        """Of ``states``, the files no longer as they were listed (one HEAD each, in
+        parallel)."""
+        if self.store is None:
+            # Through a caller's filesystem the footer's hash names the bytes (_list_data).
+            return [state for state in states if not _footer_unchanged(state)]
+        now = self.store.heads([state.relative_path for state in states])
+        return [
+            state for state in states if not _same_object(state.listed, now[state.relative_path])
+        ]
+
+    def plan_reader(self, explanation: Explanation):
+        """How other engines read ``explanation``'s access plan
+        (:class:`~bloomskip.dataset.scan.handoff.ExplanationReader`)."""
+        from bloomskip.dataset.scan.handoff import ExplanationReader
+
+        def agree() -> bool:
+            return explanation.files_agree is not None and explanation.files_agree()
+
+        return ExplanationReader(explanation, by_path=agree, uniform=agree, changed=self._changed)
 
     def _table_files(self, explanation: Explanation) -> dict | None:
         """What the scan adds to each file (``TableFile`` by key): the partition values of

@@ -6,6 +6,10 @@ between its pruning and its Parquet scan: per file, whether it is skipped, and o
 row groups it reads and the row ranges within them. Every listing (folder, object-store prefix,
 table snapshot) and every index store yields the same value, and one scan consumes it.
 
+The same value is the hand-off to other engines (``Explanation.access_plan()``, docs/queries.md):
+its files carry the identities they were decided for, and :meth:`AccessPlan.to_pyarrow`,
+:meth:`AccessPlan.to_duckdb` and :meth:`AccessPlan.to_polars` read exactly it.
+
 Row ranges are half-open ``[start, stop)`` file row numbers (``file_row_number`` in DuckDB),
 sorted and disjoint, each inside one run of consecutive row groups read; a row group read holds
 at least one range. With granules of a row group a range is a run of whole row groups; with
@@ -16,9 +20,29 @@ those rows only (docs/queries.md, "Granules below the row group").
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+from bloomskip.errors import BloomskipError
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+    import pyarrow.dataset as pads
+
+
+class PlanReader(Protocol):
+    """How a plan's files are read: given to a plan by the dataset that decided it."""
+
+    def to_pyarrow(self, plan: AccessPlan) -> pads.Dataset: ...
+
+    def to_duckdb(self, plan: AccessPlan, connection) -> duckdb.DuckDBPyRelation: ...
+
+    def to_polars(self, plan: AccessPlan) -> pl.LazyFrame: ...
+
+    def changed(self, plan: AccessPlan) -> list[str]: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +56,9 @@ class FileAccess:
         group_rows: Rows of each of the file's row groups (record batches of an IPC file).
         row_groups: The row groups read, ascending (``int64``).
         row_ranges: ``int64 (n, 2)``: the ``[start, stop)`` row numbers read.
+        identity: The file's identity the decision was made for: ``size``, ``modified_ns``
+            and, on an object store, ``etag`` and ``version``; None when the dataset did not
+            record one (a file it could not trust is never pruned).
     """
 
     number: int
@@ -40,6 +67,7 @@ class FileAccess:
     group_rows: np.ndarray
     row_groups: np.ndarray
     row_ranges: np.ndarray
+    identity: dict | None = None
 
     @property
     def whole(self) -> bool:
@@ -74,9 +102,16 @@ class FileAccess:
 class AccessPlan:
     """What a query reads: the files with anything to read, in dataset order.
 
+    It is also the hand-off to another engine: ``to_pyarrow()``, ``to_duckdb()`` and
+    ``to_polars()`` read exactly what it names, the files as they are when the engine reads
+    them; :meth:`changed` says whether any of them was replaced since the decision (a plan of
+    a replaced file may miss its rows: decide again).
+
     Attributes:
         files: One :class:`FileAccess` per file read; a file not listed is skipped.
         file_count: Files the decision covered (read or skipped).
+        reader: How the files are read (set for a plan of ``Dataset.explain``); None for a
+            plan built by hand, which has only :meth:`to_dict`.
 
     Example:
         >>> plan = access_plan([("a.parquet", "a.parquet", [5, 5])], [np.array([False, True])])
@@ -87,6 +122,7 @@ class AccessPlan:
 
     files: tuple[FileAccess, ...]
     file_count: int
+    reader: PlanReader | None = field(default=None, repr=False)
 
     @property
     def row_group_count(self) -> int:
@@ -108,12 +144,79 @@ class AccessPlan:
             "files": [
                 {
                     "key": access.key,
+                    "path": access.path,
+                    "identity": access.identity,
                     "row_groups": access.row_groups.tolist(),
                     "row_ranges": access.row_ranges.tolist(),
                 }
                 for access in self.files
             ],
         }
+
+    def to_pyarrow(self) -> pads.Dataset:
+        """The kept row groups as a ``pyarrow.dataset.Dataset`` (nothing read yet).
+
+        Any engine that scans a pyarrow dataset takes it: DataFusion
+        (``SessionContext.register_dataset``), DuckDB, Polars. Row ranges finer than a row
+        group are read as their whole row groups here (pyarrow selects row groups, not rows):
+        apply the exact predicate in the engine.
+
+        Raises:
+            BloomskipError: The plan was not made by ``Dataset.explain``.
+
+        Example:
+            >>> plan = Dataset("logs/").explain("user_id = 42").access_plan()  # doctest: +SKIP
+            >>> datafusion.SessionContext().register_dataset("logs", plan.to_pyarrow())
+            ... # doctest: +SKIP
+        """
+        return self._reader().to_pyarrow(self)
+
+    def to_duckdb(self, connection=None) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation reading exactly the plan's rows (row ranges included).
+
+        Args:
+            connection: The DuckDB connection the relation belongs to (default: DuckDB's
+                default connection, the one ``duckdb.sql`` uses).
+
+        Raises:
+            BloomskipError: The plan was not made by ``Dataset.explain``.
+
+        Example:
+            >>> plan.to_duckdb().filter("user_id = 42").fetchall()  # doctest: +SKIP
+        """
+        return self._reader().to_duckdb(self, connection)
+
+    def to_polars(self) -> pl.LazyFrame:
+        """A Polars ``LazyFrame`` reading exactly the plan's rows (row ranges included).
+
+        Raises:
+            BloomskipError: The plan was not made by ``Dataset.explain``.
+
+        Example:
+            >>> plan.to_polars().filter(pl.col("user_id") == 42).collect()  # doctest: +SKIP
+        """
+        return self._reader().to_polars(self)
+
+    def changed(self) -> list[str]:
+        """The keys of the plan's files no longer as they were when it was decided.
+
+        Returns:
+            Keys, in plan order; empty when every file read is unchanged.
+
+        Example:
+            >>> plan.changed()  # doctest: +SKIP
+            []
+        """
+        return self._reader().changed(self)
+
+    def _reader(self) -> PlanReader:
+        if self.reader is None:
+            raise BloomskipError("this plan has no files to read: make it with Dataset.explain")
+        return self.reader
+
+    def with_reader(self, reader: PlanReader) -> AccessPlan:
+        """The same plan, read through ``reader``."""
+        return replace(self, reader=reader)
 
 
 def group_ranges(group_rows: Sequence[int] | np.ndarray, keep) -> np.ndarray:
@@ -150,6 +253,7 @@ def access_plan(
     files: Sequence[tuple[str, str, object]],
     keep: Sequence,
     granules: Sequence | None = None,
+    identities: Sequence[dict | None] | None = None,
 ) -> AccessPlan:
     """The plan reading, of each file, the row groups ``keep`` marks, or only the rows of
     the granules ``granules`` marks.
@@ -160,6 +264,7 @@ def access_plan(
         granules: Per file, None (read the row groups ``keep`` marks whole) or ``(rows of
             each granule, bool per granule)``: read the kept granules' rows; ``keep`` must
             then mark exactly the row groups they overlap. None: whole row groups everywhere.
+        identities: Per file, its :attr:`FileAccess.identity`; None: none recorded.
 
     Returns:
         The :class:`AccessPlan`; files with nothing to read are left out.
@@ -180,13 +285,8 @@ def access_plan(
         access = file_access(number, path, key, rows, mask)
         finer = granules[number] if granules is not None else None
         if finer is not None:
-            access = FileAccess(
-                number,
-                path,
-                key,
-                access.group_rows,
-                access.row_groups,
-                group_ranges(finer[0], finer[1]),
-            )
+            access = replace(access, row_ranges=group_ranges(finer[0], finer[1]))
+        if identities is not None:
+            access = replace(access, identity=identities[number])
         chosen.append(access)
     return AccessPlan(tuple(chosen), len(files))
