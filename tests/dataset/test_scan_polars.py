@@ -104,10 +104,34 @@ def test_the_mapping_keeps_polars_meaning():
     assert polars_where(pl.col("s").is_in(["a", "b'c"]), kinds) == "`s` IN ('a', 'b\\'c')"
 
 
-def test_ipc_and_mixed_schemas_are_refused(tmp_path):
+def test_columns_of_different_types_are_refused(tmp_path):
     import pyarrow as pa
 
     pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"a": ["x", "y"]}), tmp_path / "b.parquet")
-    with pytest.raises(BloomskipError, match="one schema"):
+    with pytest.raises(BloomskipError, match="differ in type: a"):
         Dataset(tmp_path).scan_polars()
+
+
+def test_arrow_ipc_and_a_file_with_one_more_column_are_read(tmp_path):
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    ipc = tmp_path / "ipc"
+    ipc.mkdir()
+    feather.write_feather(pa.table({"k": [1, 2, 3], "s": ["a", "b", "c"]}), ipc / "a.arrow")
+    feather.write_feather(pa.table({"k": [4, 5], "s": ["d", "e"]}), ipc / "b.arrow")
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    pq.write_table(pa.table({"k": [1, 2, 3], "s": ["a", "b", "c"]}), wide / "a.parquet")
+    pq.write_table(pa.table({"k": [6, 7], "s": ["f", "g"], "x": [1.5, 2.5]}), wide / "c.parquet")
+    expected = {
+        ipc: ([(2, "b"), (5, "e")], ["k", "s"]),
+        wide: ([(2, "b", None), (7, "g", 2.5)], ["k", "s", "x"]),
+    }
+    for folder, (rows, columns) in expected.items():
+        dataset = Dataset(folder)
+        dataset.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+        frame = dataset.scan_polars().filter(pl.col("k").is_in([2, 5, 7])).collect()
+        assert sorted(frame.rows()) == rows
+        assert frame.columns == columns

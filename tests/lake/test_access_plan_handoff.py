@@ -186,3 +186,32 @@ def test_a_plan_built_by_hand_has_no_files_to_read() -> None:
     plan = access_plan([("a.parquet", "a.parquet", [4])], [np.array([True])])
     with pytest.raises(BloomskipError, match="make it with Dataset.explain"):
         plan.to_duckdb()
+
+
+def test_scan_polars_reads_a_bucket(tmp_path, bucket) -> None:
+    local = tmp_path / "data"
+    files = _write(local)
+    upload(local, f"s3://{bucket}/data")
+    dataset = Dataset(f"s3://{bucket}/data")
+    dataset.build_index(INDEXES, granule=GRANULE, progress=False)
+    wanted = pl.col("user_id").is_in([16415, 70, 99_999])
+    frame = dataset.scan_polars().filter(wanted).collect()
+    expected = pl.scan_parquet(files).filter(wanted).collect()
+    assert sorted(frame.rows()) == sorted(expected.rows())
+    assert frame.schema == expected.schema
+
+
+def test_scan_polars_drops_a_delta_tables_deleted_rows(tmp_path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    location = tmp_path / "table"
+    for number in range(2):
+        write_deltalake(str(location), _table(number), mode="append")
+    DeltaTable(str(location)).delete("user_id = 16415")
+    dataset = Dataset(location)
+    dataset.build_index(INDEXES, progress=False)
+    wanted = pl.col("user_id").is_in([16415, 70, 140])
+    frame = dataset.scan_polars().filter(wanted).collect()
+    expected = pl.from_arrow(DeltaTable(str(location)).to_pyarrow_table()).filter(wanted)
+    assert sorted(frame.rows()) == sorted(expected.rows())
+    assert 16415 not in frame["user_id"].to_list()

@@ -60,16 +60,18 @@ class FrameConversions:
         predicate Polars pushes down when the frame is collected (``filter``) is mapped to the
         index's atoms where the meaning is the same (``==``, ``is_in``, ``str.contains``
         with ``literal=True``, ``str.starts_with``, ``str.ends_with``, ``&``, ``|``; anything
-        else keeps every granule), only the kept row ranges are read by Polars' own Parquet
-        reader, and Polars applies the predicate: the rows are exactly ``pl.scan_parquet``'s
-        with the same filter (``engines/polars_scan.py``, docs/queries.md).
+        else keeps every granule), only what the index keeps is read (the access plan's
+        ``to_polars``: local Parquet by Polars' own reader, row ranges included), and Polars
+        applies the predicate: over local files of one schema the rows are exactly
+        ``pl.scan_parquet``'s with the same filter; on an object store or a table, the
+        dataset's rows (a table's deletes applied) (``engines/polars_scan.py``,
+        docs/queries.md).
 
         Returns:
             A ``polars.LazyFrame``.
 
         Raises:
-            BloomskipError: Polars is not installed, or the dataset is not local Parquet files
-                of one schema.
+            BloomskipError: Polars is not installed.
 
         Example:
             >>> frame = Dataset("logs/").scan_polars()  # doctest: +SKIP

@@ -15,10 +15,13 @@ expression, conservatively, to ClickHouse atoms the index evaluates:
 
 Each mapped atom is true wherever Polars' predicate is true (a null is never kept by a Polars
 filter, nor by an atom), so the index's decision (``Dataset.explain``) keeps every granule
-holding a row the predicate keeps. Only the kept row ranges are read, by Polars' own Parquet
-reader (``scan_parquet(...).slice``), and Polars then applies the predicate itself: the rows
-and their types are exactly those of ``pl.scan_parquet`` over the same files with the same
-filter. Projection and ``n_rows`` are honoured. Local Parquet files of one schema only.
+holding a row the predicate keeps. Only what the access plan keeps is read, through its Polars
+form (``AccessPlan.to_polars``): for local Parquet files of one schema, the kept row ranges by
+Polars' own Parquet reader (``scan_parquet(...).slice``), so the rows and their types are
+exactly those of ``pl.scan_parquet`` over the same files with the same filter; elsewhere (an
+object store, a table, files of several schemas) the kept row groups through pyarrow, with a
+table's deleted rows dropped and its partition values filled. Polars then applies the
+predicate itself. Projection and ``n_rows`` are honoured.
 
 Example:
     >>> frame = Dataset("logs/").scan_polars()  # doctest: +SKIP
@@ -45,14 +48,15 @@ def scan_polars(dataset) -> pl.LazyFrame:
     """A ``polars.LazyFrame`` of the dataset's rows, pruned by its index on collection.
 
     Args:
-        dataset: A :class:`~bloomskip.dataset.Dataset` of local Parquet files of one schema.
+        dataset: A :class:`~bloomskip.dataset.Dataset` (any location).
 
     Returns:
-        A lazy frame with the schema ``pl.scan_parquet`` gives the first file.
+        A lazy frame with the schema of the access plan's Polars form
+        (:meth:`~bloomskip.dataset.scan.plan.AccessPlan.to_polars`): ``pl.scan_parquet``'s
+        for local Parquet files of one schema, else the dataset's Arrow schema.
 
     Raises:
-        BloomskipError: Polars is not installed, or the dataset is not local Parquet files of
-            one schema.
+        BloomskipError: Polars is not installed, or a column's type differs between files.
     """
     try:
         import polars as pl
@@ -61,31 +65,24 @@ def scan_polars(dataset) -> pl.LazyFrame:
         raise BloomskipError(
             "scan_polars needs polars, which is not installed (pip install polars)"
         ) from exc
-    from bloomskip.dataset.backends.folder import FolderDataset
     from bloomskip.dataset.sql.translate import column_kinds
 
-    backend = dataset.backend
-    if not isinstance(backend, FolderDataset) or any(
-        source.format != "parquet" for source in backend.files
-    ):
-        raise BloomskipError("scan_polars reads a local folder, glob or file of Parquet files")
-    if not backend.uniform():
-        raise BloomskipError("scan_polars reads files of one schema; these files differ")
-    schema = pl.scan_parquet(str(backend.files[0].path)).collect_schema()
-    kinds = dict(column_kinds(backend.schema))
+    conflicts = getattr(dataset.backend, "schema_conflicts", dict)()
+    if conflicts:
+        raise BloomskipError(
+            f"scan_polars reads files whose columns agree; these differ in type: "
+            f"{'; '.join(f'{name} ({where})' for name, where in conflicts.items())}"
+        )
+    schema = dataset.explain(EVERYTHING).access_plan().to_polars().collect_schema()
+    kinds = dict(column_kinds(dataset.schema))
 
     def source(with_columns, predicate, n_rows, batch_size):
         where = polars_where(predicate, kinds) if predicate is not None else None
-        explanation = dataset.explain(where or EVERYTHING)
-        frames = [
-            pl.scan_parquet(access.path).slice(int(start), int(stop - start))
-            for access in explanation.plan.files
-            for start, stop in access.row_ranges.tolist()
-        ]
-        if not frames:
+        plan = dataset.explain(where or EVERYTHING).access_plan()
+        if not plan.files:
             yield pl.DataFrame(schema=schema).select(with_columns or list(schema))
             return
-        frame = pl.concat(frames, how="vertical")
+        frame = plan.to_polars()
         if predicate is not None:
             frame = frame.filter(predicate)
         if with_columns is not None:
