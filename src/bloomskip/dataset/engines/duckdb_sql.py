@@ -27,6 +27,11 @@ DuckDB's. A scan is left as written when anything is unsure: options passed to
 hold (or the reverse), files of different schemas, ``key=value`` partition folders, a column
 the reader names itself (``file_row_number``), no index, or nothing to skip.
 
+``delta_scan('…')`` and ``iceberg_scan('…')`` of a local Delta or Iceberg table's folder with
+an index are pruned by the same conjuncts; the scan is replaced by a view of the access plan's
+pyarrow form (the snapshot's deletes and partition values applied), registered on the
+connection while the query runs.
+
 Files rewritten while the query runs are handled as ``Dataset.query`` handles them: once the
 rows are read, every file a pruned scan read is checked against the identity its decision was
 made for, and the query is decided and run again when one changed.
@@ -61,6 +66,10 @@ READ_ATTEMPTS = 3
 #: the files' footers, and checks the files again (``stat``) on every use.
 KEPT_DATASETS = 32
 _DATASETS: dict[str, object] = {}
+#: The table functions of DuckDB's delta and iceberg extensions, by the table format they read.
+TABLE_SCANS = {"delta_scan": "delta", "iceberg_scan": "iceberg"}
+#: The names pruned table scans are read by while a query runs (``SqlPlan.views``).
+TABLE_VIEW_PREFIX = "__bloomskip_table_"
 _DEFAULT: list = []
 
 
@@ -105,11 +114,15 @@ class SqlPlan:
         query: The query as given.
         text: The query DuckDB runs: ``query`` with each pruned scan replaced.
         scans: One :class:`ScanDecision` per Parquet scan found.
+        views: The pruned table scans (``delta_scan``, ``iceberg_scan``): the name ``text``
+            reads each by, and its decision, whose access plan is registered under that name
+            while the query runs.
     """
 
     query: str
     text: str
     scans: list[ScanDecision]
+    views: dict[str, Explanation] = field(default_factory=dict)
 
     def summary(self) -> str:
         """What each scan reads, one line each (``bloomskip sql --explain``)."""
@@ -152,26 +165,36 @@ def plan_sql(query: str, connection=None) -> SqlPlan:
     connection = connection if connection is not None else _connect()
     scans = []
     replacements = []
+    views = {}
     for table in statement.find_all(exp.Table):
         span = _scan_span(query, table)
         if span is None:
             continue
-        path, start, end = span
+        path, start, end, table_format = span
         if not table.alias and qualified:
             scans.append(
                 ScanDecision(query[start:end], path, reason="no alias, and columns are qualified")
             )
             continue
-        decision = _decide(table, path, query[start:end], connection)
+        if table_format is None:
+            decision = _decide(table, path, query[start:end], connection)
+        else:
+            decision = _decide_table(table, path, query[start:end], table_format)
         scans.append(decision)
-        if decision.explanation is not None:
+        if decision.explanation is None:
+            continue
+        if table_format is None:
             from bloomskip.dataset.scan.query import parquet_source
 
             replacements.append((start, end, parquet_source(decision.explanation)))
+        else:
+            name = f"{TABLE_VIEW_PREFIX}{len(views)}"
+            views[name] = decision.explanation
+            replacements.append((start, end, name))
     text = query
     for start, end, source in sorted(replacements, reverse=True):
         text = text[:start] + source + text[end:]
-    return SqlPlan(query, text, scans)
+    return SqlPlan(query, text, scans, views)
 
 
 def sql(query: str, *, connection=None) -> duckdb.DuckDBPyRelation:
@@ -207,7 +230,6 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
     """:func:`sql`, with the :class:`SqlPlan` whose text gave the rows."""
     import duckdb
 
-    from bloomskip.dataset.prune import changed_on_disk
     from bloomskip.errors import StaleSourceError
 
     connection = connection if connection is not None else _connect()
@@ -217,25 +239,35 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
         try:
             if not plan.scans or all(scan.explanation is None for scan in plan.scans):
                 return connection.sql(query), plan
-            with _prefetching(connection, plan):
+            with _prefetching(connection, plan), _registered(connection, plan.views):
                 table = connection.sql(plan.text).to_arrow_table()
         except duckdb.Error as exc:
             raise _rejected(exc) from exc
-        moved = changed_on_disk(
-            [
-                state
-                for scan in plan.scans
-                if scan.explanation is not None
-                for state in scan.explanation.files
-                if state.listed is not None
-            ]
-        )
+        moved = [
+            (scan.path, key)
+            for scan in plan.scans
+            if scan.explanation is not None
+            for key in scan.explanation.access_plan().changed()
+        ]
         if not moved:
             return connection.from_arrow(table), plan
     raise StaleSourceError(
-        f"{moved[0].source.path}: changed while the query read it, {READ_ATTEMPTS} times in a "
-        "row; run the query again"
+        f"{moved[0][0]}: {moved[0][1]} changed while the query read it, {READ_ATTEMPTS} times "
+        "in a row; run the query again"
     )
+
+
+@contextlib.contextmanager
+def _registered(connection, views: dict):
+    """Within the block, each pruned table scan's access plan is a view of ``connection``
+    under its name (the pyarrow form: a table's partition values and deletes applied)."""
+    for name, explanation in views.items():
+        connection.register(name, explanation.access_plan().to_pyarrow())
+    try:
+        yield
+    finally:
+        for name in views:
+            connection.unregister(name)
 
 
 def _connect():
@@ -288,13 +320,17 @@ def _rejected(exc: Exception) -> BloomskipError:
     return BloomskipError(f"DuckDB rejected the query: {reason[:200]}")
 
 
-def _scan_span(query: str, table) -> tuple[str, int, int] | None:
-    """``(path, start, end)`` of a Parquet scan of one path in ``query``'s text, or None when
-    ``table`` is not one (another table, a scan with options or a list of paths)."""
+def _scan_span(query: str, table) -> tuple[str, int, int, str | None] | None:
+    """``(path, start, end, table format)`` of a scan of one path in ``query``'s text: a
+    Parquet scan (format None), or ``delta_scan`` / ``iceberg_scan`` of a table's folder; None
+    when ``table`` is not one (another table, a scan with options or a list of paths)."""
     from sqlglot import exp
 
     node = table.this
-    if isinstance(node, exp.ReadParquet):
+    table_format = None
+    if isinstance(node, exp.Anonymous):
+        table_format = TABLE_SCANS.get(str(node.this).lower())
+    if isinstance(node, exp.ReadParquet) or table_format is not None:
         arguments = node.expressions
         if len(arguments) != 1 or not (
             isinstance(arguments[0], exp.Literal) and arguments[0].is_string
@@ -304,12 +340,12 @@ def _scan_span(query: str, table) -> tuple[str, int, int] | None:
         if start is None:
             return None
         end = _closing_parenthesis(query, node.meta["end"] + 1)
-        return (arguments[0].this, start, end) if end is not None else None
+        return (arguments[0].this, start, end, table_format) if end is not None else None
     if isinstance(node, exp.Identifier) and node.quoted and not table.args.get("db"):
         start, end = node.meta.get("start"), node.meta.get("end")
         if start is None or query[start] != "'":
             return None  # a double-quoted name is a table, not a path
-        return node.this, start, end + 1
+        return node.this, start, end + 1, None
     return None
 
 
@@ -333,10 +369,8 @@ def _closing_parenthesis(query: str, position: int) -> int | None:
 
 
 def _decide(table, path: str, text: str, connection) -> ScanDecision:
-    """The index's decision for one scan, or why the scan is read as written."""
+    """The index's decision for one Parquet scan, or why the scan is read as written."""
     from bloomskip.dataset.backends.folder import FolderDataset
-    from bloomskip.dataset.scan.query import FILE_COLUMN, ROW_NUMBER
-    from bloomskip.dataset.sql.translate import column_kinds
 
     decision = ScanDecision(text, path)
     files = _duckdb_files(path, connection)
@@ -352,19 +386,8 @@ def _decide(table, path: str, text: str, connection) -> ScanDecision:
     if not isinstance(backend, FolderDataset):
         decision.reason = "not a local folder's files"
         return decision
-    schema = backend.schema
-    if ROW_NUMBER in schema.names or FILE_COLUMN in schema.names:
-        decision.reason = f"a column is named {ROW_NUMBER!r} or {FILE_COLUMN!r}"
-        return decision
-    atoms = _scan_conjuncts(table, dict(column_kinds(schema)))
-    if not atoms:
-        decision.reason = "no WHERE conjunct over its columns maps to the index"
-        return decision
-    decision.where = " AND ".join(atoms)
-    try:
-        explanation = dataset.explain(decision.where)
-    except (UnsupportedPredicateError, BloomskipError) as exc:
-        decision.reason = f"the index cannot evaluate it: {exc}"
+    explanation = _explain_scan(decision, dataset, table)
+    if explanation is None:
         return decision
     # The explanation's files are the listing its decision was made on.
     if sorted(os.path.abspath(state.source.path) for state in explanation.files) != files:
@@ -379,6 +402,50 @@ def _decide(table, path: str, text: str, connection) -> ScanDecision:
     if explanation.table_files:
         decision.reason = "key=value partition folders"
         return decision
+    return _pruning(decision, explanation)
+
+
+def _decide_table(table, path: str, text: str, table_format: str) -> ScanDecision:
+    """The index's decision for one ``delta_scan`` / ``iceberg_scan`` of a table's folder."""
+    from bloomskip.dataset.locate import table_format as format_of
+
+    decision = ScanDecision(text, path)
+    if "://" in path or format_of(path) != table_format:
+        decision.reason = f"not a local {table_format.capitalize()} table's folder"
+        return decision
+    try:
+        dataset = _dataset(path)
+    except BloomskipError as exc:
+        decision.reason = f"not a dataset: {exc}"
+        return decision
+    explanation = _explain_scan(decision, dataset, table)
+    return decision if explanation is None else _pruning(decision, explanation)
+
+
+def _explain_scan(decision: ScanDecision, dataset, table) -> Explanation | None:
+    """The index's decision for the scan's mapped WHERE conjuncts (``decision.where``), or
+    None with ``decision.reason`` saying why there is none."""
+    from bloomskip.dataset.scan.query import FILE_COLUMN, ROW_NUMBER
+    from bloomskip.dataset.sql.translate import column_kinds
+
+    schema = dataset.schema
+    if ROW_NUMBER in schema.names or FILE_COLUMN in schema.names:
+        decision.reason = f"a column is named {ROW_NUMBER!r} or {FILE_COLUMN!r}"
+        return None
+    atoms = _scan_conjuncts(table, dict(column_kinds(schema)))
+    if not atoms:
+        decision.reason = "no WHERE conjunct over its columns maps to the index"
+        return None
+    decision.where = " AND ".join(atoms)
+    try:
+        return dataset.explain(decision.where)
+    except (UnsupportedPredicateError, BloomskipError) as exc:
+        decision.reason = f"the index cannot evaluate it: {exc}"
+        return None
+
+
+def _pruning(decision: ScanDecision, explanation: Explanation) -> ScanDecision:
+    """``decision`` reading ``explanation``'s plan, unless the index keeps every row."""
     if explanation.plan.rows == sum(int(s.layout.rows.sum()) for s in explanation.files):
         decision.reason = "the index keeps every row"
         return decision
