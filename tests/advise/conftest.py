@@ -63,6 +63,68 @@ def write_query_log(path: Path, ids: np.ndarray) -> list[str]:
     return wheres
 
 
+def write_text_search_data(directory: Path) -> dict:
+    """Write log data whose ``msg`` is a text column a rare LIKE searches (issue 33).
+
+    Columns: ``user_id`` (200,000 distinct integers in random order), ``trace_id``
+    (``"tr<12 hex digits>"``, one distinct token per row) and ``msg``
+    (``"<verb> /srv/<8 hex>/<8 hex> <status> took=<micros>us"``, the path one of 2,000, the
+    ``took=`` number one of 100,000). ZSTD without dictionary pages compresses ``msg`` to about
+    60 bits per row, while each 8,192 rows hold some 50,000 distinct 5-grams: the n-gram index a
+    ``LIKE '%took=NNNNNus%'`` needs to read few granules is larger than the column.
+
+    Returns:
+        ``{"user_id", "trace_id", "msg"}``: each column's values of the first file, as lists.
+    """
+    rng = np.random.default_rng(33)
+    ids = rng.permutation(FILES * FILE_ROWS).astype(np.int64) * 7 + 3
+    paths = np.array(
+        [f"/srv/{a:08x}/{b:08x}" for a, b in rng.integers(0, 1 << 32, (2000, 2)).tolist()]
+    )
+    verbs, statuses = np.array(["GET", "POST", "PUT"]), np.array(["200", "404", "500"])
+    directory.mkdir(parents=True, exist_ok=True)
+    first = {}
+    for number in range(FILES):
+        took = rng.integers(0, 100_000, FILE_ROWS)
+        msg = [
+            f"{verb} {path} {status} took={micros}us"
+            for verb, path, status, micros in zip(
+                verbs[rng.integers(0, 3, FILE_ROWS)],
+                paths[rng.integers(0, len(paths), FILE_ROWS)],
+                statuses[rng.integers(0, 3, FILE_ROWS)],
+                took.tolist(),
+                strict=True,
+            )
+        ]
+        trace = [f"tr{value:012x}" for value in rng.integers(0, 1 << 48, FILE_ROWS).tolist()]
+        table = pa.table(
+            {
+                "user_id": pa.array(ids[number * FILE_ROWS : (number + 1) * FILE_ROWS]),
+                "trace_id": pa.array(trace),
+                "msg": pa.array(msg),
+            }
+        )
+        if number == 0:
+            first = {name: table.column(name).to_pylist() for name in table.column_names}
+        pq.write_table(
+            table,
+            directory / f"part-{number}.parquet",
+            row_group_size=ROW_GROUP_ROWS,
+            compression="zstd",
+            compression_level=19,
+            use_dictionary=False,
+        )
+    return first
+
+
+@pytest.fixture(scope="package")
+def text_search_data(tmp_path_factory) -> tuple[Path, dict]:
+    """``(dataset folder, the first file's values)`` of :func:`write_text_search_data`."""
+    root = tmp_path_factory.mktemp("advise-text")
+    values = write_text_search_data(root / "logs")
+    return root / "logs", values
+
+
 @pytest.fixture(scope="package")
 def advise_data(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     """``(dataset folder, query log, WHERE clauses)``."""

@@ -4,6 +4,7 @@ Chromium, bad input as one line and exit status 2, and a light ``bloomskip --hel
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,15 @@ def test_json_has_the_recommendations_and_candidates(cli_run, advise_data) -> No
     user = recommendations["user_id"]
     assert user["index"].startswith("user_id TYPE bloom_filter(")
     assert user["clickhouse_ddl"].startswith("ALTER TABLE events ADD INDEX user_id_bf user_id ")
-    assert user["build_command"].startswith(f"bloomskip index build {directory} --index ")
+    # One command builds every recommended index at the one granule (issue 33: it was one
+    # command per recommendation, each with its own granule).
+    indexes = [r["index"] for r in document["recommendations"] if r["index"] is not None]
+    assert len(indexes) == 2
+    assert document["build_command"] == (
+        f"bloomskip index build {shlex.quote(str(directory))}"
+        + "".join(f" --index {shlex.quote(index)}" for index in indexes)
+        + f" --granule {document['granule']}"
+    )
     assert recommendations["msg"]["derivation"].count("m = -n*k/ln(1-p^(1/k))") == 1
     code = recommendations["code"]
     assert code["index"] is None and code["clickhouse_ddl"] is None
@@ -98,6 +107,19 @@ def test_the_html_report_is_self_contained(cli_run) -> None:
     assert page.count('src="data:image/png;base64,') == 2
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert "ALTER TABLE events ADD INDEX user_id_bf" in page
+
+
+def test_the_html_report_has_the_sizes_and_one_build_command(cli_run) -> None:
+    import html
+
+    document, report, _ = cli_run
+    page = report.read_text(encoding="utf-8")
+    assert page.count("bloomskip index build") == 1
+    assert f"<pre>{html.escape(document['build_command'])}</pre>" in page
+    for item in document["recommendations"]:
+        assert f"<td class=n>{item['column_compressed_bytes']:,}</td>" in page
+        if item["index"] is not None:
+            assert f"<td class=n>{item['index_share_of_column']:.2%}</td>" in page
 
 
 def test_the_html_report_renders_in_headless_chromium(cli_run, chromium, tmp_path) -> None:

@@ -2,7 +2,8 @@
 
 ``advise(dataset, queries)`` builds candidate ``bloom_filter`` / ``tokenbf_v1`` /
 ``ngrambf_v1`` indexes over the data, probes them with the queries' real conditions, and
-recommends one index (or none) per column; ``bloomskip.advise.figures`` and
+recommends one index (or none) per column, each worth its bytes against the column's compressed
+size, all at one granule and built by one command; ``bloomskip.advise.figures`` and
 ``bloomskip.advise.report`` draw it (the ``[plot]`` extra). Importing this package loads
 nothing heavy: the work is imported when it runs.
 

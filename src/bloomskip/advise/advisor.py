@@ -3,10 +3,16 @@
 For every column the queries read, the candidates of :mod:`bloomskip.advise.candidates` are
 built over (a sample of) the data and probed with the real conditions
 (:mod:`bloomskip.advise.measure`). Per column, the candidates no other beats on both index bytes
-and rows read form the Pareto front; the recommendation is the smallest candidate whose rows
-read are within 10 % (plus 0.1 percentage point) of the best candidate's. A column where even
-the best candidate skips less than 5 % of the rows its queries read gets no index: there the
-index costs more (bytes, build, probes) than it saves.
+and rows read form the Pareto front.
+
+A candidate is worth its bytes when an average query of the whole log saves more bytes of the
+column (its compressed size from the Parquet footers, times the share of it the column's queries
+no longer read, weighted by their counts over the counts of every query) than the index holds.
+Per column, the recommendation is the smallest candidate worth its bytes whose rows read are
+within 10 % (plus 0.1 percentage point) of the best such candidate's; a column where even the
+best candidate skips less than 5 % of the rows its queries read, or where no candidate is worth
+its bytes, gets no index. One build has one granule, so every recommendation has the same: the
+granule at which the columns' recommendations together save the most bytes per query.
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ class Recommendation:
 
     Attributes:
         column: The column.
-        index: The bloomskip ``--index`` text, or None when no index pays for itself.
+        index: The bloomskip ``--index`` text, or None when no index pays for itself or is
+            worth its bytes.
         granule: Its ``--granule`` (``"row-group"`` or rows), None with no index.
-        clickhouse_ddl: ``ALTER TABLE … ADD INDEX … GRANULARITY g``, None with no index.
+        clickhouse_ddl: ``ALTER TABLE … ADD INDEX … GRANULARITY g``, None with no ClickHouse
+            index (chosen on its own: a column may have one without a bloomskip index).
         rows_read_fraction: Rows the column's queries still read (1.0 with no index).
         index_bytes: Index bytes over the whole dataset (0 with no index).
         bits_per_row: Index bits per row.
@@ -58,6 +66,7 @@ class Recommendation:
             (what ClickHouse reads) among those whose granules are 8,192 x GRANULARITY rows;
             None when none pays for itself there.
         clickhouse_reason: Why that one (or none).
+        column_bytes: The column's stored bytes over the whole dataset (Parquet footers).
     """
 
     column: str
@@ -72,6 +81,17 @@ class Recommendation:
     closest: list = field(default_factory=list)
     clickhouse_candidate: Candidate | None = None
     clickhouse_reason: str = ""
+    column_bytes: int = 0
+
+    @property
+    def index_share(self) -> float | None:
+        """The index's bytes over the column's (0 with no index; None for a column of none)."""
+        return self.index_bytes / self.column_bytes if self.column_bytes else None
+
+    @property
+    def saved_share(self) -> float:
+        """The share of the column an average query of the log saves (0 with no index)."""
+        return self.candidate.saved_share if self.candidate is not None else 0.0
 
     def to_json(self) -> dict:
         """The recommendation as ``--json`` prints it."""
@@ -84,6 +104,9 @@ class Recommendation:
             "rows_read_fraction": self.rows_read_fraction,
             "index_bytes": self.index_bytes,
             "bits_per_row": self.bits_per_row,
+            "column_compressed_bytes": self.column_bytes,
+            "index_share_of_column": self.index_share,
+            "saved_share_per_query": self.saved_share,
             "reason": self.reason,
             "derivation": chosen.derivation if chosen is not None else None,
             "closest": self.closest,
@@ -94,6 +117,8 @@ class Recommendation:
                 "granularity": server.clickhouse_granularity,
                 "rows_read_fraction": server.clickhouse_rows_read_fraction,
                 "index_bytes": server.index_bytes,
+                "index_share_of_column": server.index_share,
+                "saved_share_per_query": server.clickhouse_saved_share,
                 "derivation": server.derivation,
             },
             "clickhouse_reason": self.clickhouse_reason or None,
@@ -114,6 +139,8 @@ class Advice:
         candidates: Every candidate measured, per column in order.
         seconds: Wall time of the whole run.
         budget_bits_per_row: The budget, if one was given.
+        granule: The one granule of every recommended index (one build has one granule),
+            None when no index is recommended.
     """
 
     dataset: str
@@ -125,6 +152,25 @@ class Advice:
     candidates: list
     seconds: float
     budget_bits_per_row: float | None = None
+    granule: str | int | None = None
+
+    def build_command(self, dataset: str | None = None) -> str | None:
+        """The one ``bloomskip index build`` command building every recommended index.
+
+        Args:
+            dataset: The DATASET to name in it (default: :attr:`dataset`).
+
+        Returns:
+            The command line, or None when no index is recommended.
+
+        Example:
+            >>> advise("logs/", "queries.txt").build_command()  # doctest: +SKIP
+            "bloomskip index build logs/ --index 'user_id TYPE bloom_filter(0.001)' --index ..."
+        """
+        from bloomskip.advise.report import build_command
+
+        indexes = [r.index for r in self.recommendations if r.index is not None]
+        return build_command(self.dataset if dataset is None else dataset, indexes, self.granule)
 
     def to_json(self) -> dict:
         """Everything as ``bloomskip advise --json`` prints it.
@@ -133,8 +179,6 @@ class Advice:
             >>> sorted(advise("logs/", "queries.txt").to_json())  # doctest: +SKIP
             ['budget_bits_per_row', 'candidates', 'candidates_per_second', ...]
         """
-        from bloomskip.advise.report import build_command
-
         return {
             "dataset": self.dataset,
             "rows": self.rows,
@@ -144,10 +188,9 @@ class Advice:
                 {"where": q.where, "count": q.count, "line": q.line, "columns": list(cols)}
                 for q, cols in self.queries
             ],
-            "recommendations": [
-                {**r.to_json(), "build_command": build_command(self.dataset, r)}
-                for r in self.recommendations
-            ],
+            "granule": self.granule,
+            "build_command": self.build_command(),
+            "recommendations": [r.to_json() for r in self.recommendations],
             "candidates": [c.to_json() for c in self.candidates],
             "seconds": self.seconds,
             "candidates_per_second": len(self.candidates) / self.seconds if self.seconds else None,
@@ -229,13 +272,23 @@ def advise(
     count_false_positives(candidates, by_granule, sample)
     _calibrate_rates(candidates)
     _mark(candidates, budget_bits_per_row)
+    log_weight = sum(query.count for query in parsed)
+    for candidate in candidates:
+        candidate.weigh(sample.column_bytes[candidate.column], log_weight)
+    mine = {column: [c for c in candidates if c.column == column] for column in targets}
+    granule, choices = _common_granule(
+        {column: [c for c in found if c.fits_budget] for column, found in mine.items()}
+    )
     recommendations = [
         _recommend(
             column,
-            [c for c in candidates if c.column == column],
+            mine[column],
             plans[column],
             budget_bits_per_row,
             table or _table_name(dataset),
+            granule,
+            choices.get(column),
+            sample.column_bytes[column],
         )
         for column in targets
     ]
@@ -258,6 +311,7 @@ def advise(
         candidates=candidates,
         seconds=time.perf_counter() - started,
         budget_bits_per_row=budget_bits_per_row,
+        granule=granule,
     )
 
 
@@ -524,22 +578,92 @@ def _describe(candidate: Candidate) -> str:
     )
 
 
-def _choose(fitting: list[Candidate], rows) -> tuple[Candidate | None, str]:
-    """The smallest candidate reading within the slack of the best, by ``rows(candidate)``;
-    None (and why) when even the best skips less than :data:`MIN_SKIPPED`."""
+def _choose(fitting: list[Candidate], clickhouse: bool = False) -> tuple[Candidate | None, str]:
+    """The smallest candidate worth its bytes reading within the slack of the best one worth
+    its bytes; None (and why) when even the best skips less than :data:`MIN_SKIPPED`, or when
+    no candidate is worth its bytes (:meth:`Candidate.worth_its_bytes`).
+
+    Args:
+        fitting: Candidates of one column (within the budget).
+        clickhouse: Weigh the rows ClickHouse reads (its index granules).
+    """
+
+    def rows(candidate: Candidate) -> float:
+        if clickhouse:
+            return candidate.clickhouse_rows_read_fraction
+        return candidate.rows_read_fraction
+
+    def saved(candidate: Candidate) -> float:
+        return candidate.clickhouse_saved_share if clickhouse else candidate.saved_share
+
     best = min(rows(c) for c in fitting)
     if best > 1.0 - MIN_SKIPPED:
         return None, (
             f"no index pays for itself: the best candidate still reads {best:.1%} of the rows "
             f"(an index must skip at least {MIN_SKIPPED:.0%})"
         )
+    worth = [c for c in fitting if c.worth_its_bytes(clickhouse)]
+    if not worth:
+        most = min(fitting, key=lambda c: (-saved(c), c.index_bytes))
+        if not most.column_bytes:
+            return None, (
+                "no candidate is worth its bytes: the column has no stored bytes in the files, "
+                "so no query saves any"
+            )
+        return None, (
+            f"no candidate is worth its bytes: the one saving the most, {_label(most)}, reads "
+            f"{rows(most):.2%} of the rows, so an average query of the log saves "
+            f"{saved(most):.2%} of the column's {most.column_bytes:,} B, but the index is "
+            f"{most.index_share:.2%} of it"
+        )
+    best = min(rows(c) for c in worth)
     limit = best * (1 + RELATIVE_SLACK) + ABSOLUTE_SLACK
-    chosen = min((c for c in fitting if rows(c) <= limit), key=lambda c: (c.index_bytes, rows(c)))
+    chosen = min((c for c in worth if rows(c) <= limit), key=lambda c: (c.index_bytes, rows(c)))
     reason = (
-        f"the smallest candidate reading within {RELATIVE_SLACK:.0%} of the best "
-        f"({best:.2%} of the rows)"
+        f"the smallest candidate worth its bytes reading within {RELATIVE_SLACK:.0%} of the best "
+        f"of them ({best:.2%} of the rows); per query of the log it saves {saved(chosen):.2%} of "
+        f"the column, more than its own {chosen.index_share:.2%}"
     )
     return chosen, reason
+
+
+def _label(candidate: Candidate) -> str:
+    return f"{candidate.index} [{granule_label(candidate.granule)}]"
+
+
+def _common_granule(fitting: dict) -> tuple[str | int | None, dict]:
+    """The one granule of the recommendations, and each column's choice at it.
+
+    A build has one granule for all its indexes, so the columns are advised at one granule:
+    at each granule every column's choice is made (:func:`_choose`) among its candidates of that
+    granule, and the granule whose choices save the most column bytes per query of the log
+    (fewer index bytes breaking a tie) is the one.
+
+    Args:
+        fitting: Per column, its candidates within the budget.
+
+    Returns:
+        ``(granule, {column: (candidate, reason) | (None, reason)})``; ``(None, {})`` when no
+        column has a candidate worth its bytes at any granule.
+    """
+    granules = list(dict.fromkeys(c.granule for found in fitting.values() for c in found))
+    best, best_key = (None, {}), None
+    for granule in granules:
+        choices = {}
+        for column, found in fitting.items():
+            here = [c for c in found if c.granule == granule]
+            if here:
+                choices[column] = _choose(here)
+        chosen = [c for c, _ in choices.values() if c is not None]
+        if not chosen:
+            continue
+        key = (
+            sum(c.saved_share * c.column_bytes for c in chosen),
+            -sum(c.index_bytes for c in chosen),
+        )
+        if best_key is None or key > best_key:
+            best, best_key = (granule, choices), key
+    return best
 
 
 def _recommend(
@@ -548,11 +672,20 @@ def _recommend(
     plan: _Plan,
     budget: float | None,
     table: str,
+    granule: str | int | None,
+    choice: tuple[Candidate | None, str] | None,
+    column_bytes: int,
 ) -> Recommendation:
+    """The recommendation of one column: its choice at the common ``granule`` (from
+    :func:`_common_granule`), or none and why; and its ClickHouse DDL, chosen on its own
+    (ClickHouse sets the GRANULARITY per index)."""
     from bloomskip.clickhouse.ddl import quote_identifier
 
-    def none(reason: str, closest=()) -> Recommendation:
-        return Recommendation(column, None, None, None, 1.0, 0, 0.0, reason, None, list(closest))
+    def none(reason: str, closest=(), ddl=None, server=None, server_reason="") -> Recommendation:
+        return Recommendation(
+            column, None, None, ddl, 1.0, 0, 0.0, reason, None, list(closest), server,
+            server_reason, column_bytes,
+        )  # fmt: skip
 
     if not candidates:
         # One line per index type, the n-gram sizes saying the same once.
@@ -565,14 +698,11 @@ def _recommend(
             + "; ".join(_describe(c) for c in closest),
             [c.to_json() for c in closest],
         )
-    chosen, reason = _choose(fitting, lambda c: c.rows_read_fraction)
-    if chosen is None:
-        return none(reason)
     # ClickHouse reads its index granules, not row groups: its choice is made among the
     # candidates whose granules are ClickHouse index granules, by the rows of those granules.
     granular = [c for c in fitting if c.clickhouse_granularity is not None]
     server, server_reason = (
-        _choose(granular, lambda c: c.clickhouse_rows_read_fraction)
+        _choose(granular, clickhouse=True)
         if granular
         else (None, "no candidate's granules are 8,192 x GRANULARITY rows")
     )
@@ -587,6 +717,20 @@ def _recommend(
             f"GRANULARITY {server.clickhouse_granularity}"
         )
         ddl = f"ALTER TABLE {table} ADD {definition.to_sql()}"
+    chosen, reason = choice if choice is not None else (None, "")
+    if chosen is None:
+        anywhere, anywhere_reason = _choose(fitting)
+        if anywhere is None:
+            reason = anywhere_reason
+        else:
+            # Worth its bytes only at another granule than the one the build uses.
+            at = reason or "no candidate of that granule fits the budget"
+            reason = (
+                f"at the common granule ({granule_label(granule)}): {at}; {_label(anywhere)} "
+                "would be, but one build has one granule, and that one saves the most bytes "
+                "over all columns"
+            )
+        return none(reason, (), ddl, server, server_reason)
     return Recommendation(
         column,
         chosen.index,
@@ -599,6 +743,7 @@ def _recommend(
         chosen,
         clickhouse_candidate=server,
         clickhouse_reason=server_reason,
+        column_bytes=column_bytes,
     )
 
 

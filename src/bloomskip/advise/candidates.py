@@ -73,6 +73,11 @@ class Candidate:
         expected_fpr: Mean of ``fill_ratio ** hashes`` over the granules (the index's own
             estimate).
         seconds: Time spent building and probing it.
+        column_bytes: The column's stored bytes over the whole dataset (Parquet footers:
+            its column chunks' ``total_compressed_size``), what the index is weighed against.
+        saved_share: The share of the column an average query of the whole log no longer
+            reads: ``sum over the column's queries of count / log weight * (1 - rows read)``.
+        clickhouse_saved_share: The same with ``clickhouse_rows_read_fraction``.
         pareto: On the column's Pareto front (no other candidate is smaller and reads no more,
             or reads less and is no larger).
         fits_budget: Within ``--budget-bits-per-row``.
@@ -95,6 +100,9 @@ class Candidate:
     measured_fpr: float | None = None
     expected_fpr: float = 1.0
     seconds: float = 0.0
+    column_bytes: int = 0
+    saved_share: float = 0.0
+    clickhouse_saved_share: float = 0.0
     pareto: bool = False
     fits_budget: bool = True
     keeps: list = field(default_factory=list, repr=False)
@@ -114,6 +122,52 @@ class Candidate:
             return None
         return self.clickhouse_granule_rows // INDEX_GRANULARITY
 
+    @property
+    def index_share(self) -> float | None:
+        """Index bytes over the column's stored bytes; None for a column of no stored bytes.
+
+        Example:
+            >>> Candidate("v", "bloom_filter", "v TYPE bloom_filter", 8192, 0.01,
+            ...           index_bytes=250, column_bytes=1000).index_share
+            0.25
+        """
+        return self.index_bytes / self.column_bytes if self.column_bytes else None
+
+    def weigh(self, column_bytes: int, log_weight: int) -> None:
+        """Set :attr:`column_bytes` and what an average query of the whole log saves of it.
+
+        Args:
+            column_bytes: The column's stored bytes over the whole dataset.
+            log_weight: The counts of every query of the log added up, whatever it reads.
+
+        Example:
+            >>> c = Candidate("v", "bloom_filter", "v TYPE bloom_filter", 8192, 0.01,
+            ...               rows_read_fraction=0.2, queries=[{"count": 1}])
+            >>> c.weigh(1000, 4)
+            >>> c.saved_share
+            0.2
+        """
+        share = sum(item["count"] for item in self.queries) / log_weight
+        self.column_bytes = column_bytes
+        self.saved_share = share * (1.0 - self.rows_read_fraction)
+        self.clickhouse_saved_share = share * (1.0 - self.clickhouse_rows_read_fraction)
+
+    def worth_its_bytes(self, clickhouse: bool = False) -> bool:
+        """Whether an average query of the log saves more bytes of the column than the index
+        holds: ``saved_share * column_bytes > index_bytes``.
+
+        Args:
+            clickhouse: Weigh the rows ClickHouse reads (its index granules) instead.
+
+        Example:
+            >>> c = Candidate("v", "bloom_filter", "v TYPE bloom_filter", 8192, 0.01,
+            ...               index_bytes=300, column_bytes=1000, saved_share=0.25)
+            >>> c.worth_its_bytes()
+            False
+        """
+        saved = self.clickhouse_saved_share if clickhouse else self.saved_share
+        return saved * self.column_bytes > self.index_bytes
+
     def to_json(self) -> dict:
         """The candidate as ``--json`` prints it."""
         return {
@@ -129,6 +183,12 @@ class Candidate:
             "clickhouse_rows_read_fraction": self.clickhouse_rows_read_fraction,
             "measured_fpr": self.measured_fpr,
             "expected_fpr": self.expected_fpr,
+            "column_compressed_bytes": self.column_bytes,
+            "index_share_of_column": self.index_share,
+            "saved_share_per_query": self.saved_share,
+            "clickhouse_saved_share_per_query": self.clickhouse_saved_share,
+            "worth_its_bytes": self.worth_its_bytes(),
+            "clickhouse_worth_its_bytes": self.worth_its_bytes(clickhouse=True),
             "pareto": self.pareto,
             "fits_budget": self.fits_budget,
             "derivation": self.derivation,

@@ -36,7 +36,9 @@ def register(subparsers) -> None:
         description="Build candidate bloom_filter / tokenbf_v1 / ngrambf_v1 indexes over the "
         "data (or a sample), probe them with the queries' real conditions, and recommend one "
         "index (or none) per column: the rows each query still reads after the exact filter "
-        "against the index bytes, as bloomskip --index text and ClickHouse DDL.",
+        "against the index bytes, an index only when an average query of the log saves more "
+        "of the column's compressed bytes than the index holds; as bloomskip --index text "
+        "(one 'bloomskip index build' command for all of them) and ClickHouse DDL.",
     )
     advise.add_argument("dataset", metavar="DATASET", help="a Parquet file, folder or glob")
     advise.add_argument(
