@@ -22,9 +22,12 @@ query: nothing cached but the operating system's), the engines interleaved in th
   of Parquet Bloom filters is what is measured.
 
 Every engine must return the same rows. Times are medians of ``--repeat`` runs; requests and
-bytes are counted by the server for each whole run. Peers need ``fsspec`` besides the
-project's test extra. DuckDB's bridge to Python filesystems fails now and then; such a
-duck+pqbf run is run again, and the count of those is printed.
+bytes are counted by the server for each whole run. The build's requests, and each bloomskip
+query's, are also printed by method (``get``, ``head``, ``list``, ``put``) and per file built
+or read: the listing gives every object's size and ETag, so neither should send a ``head`` per
+file. Peers need ``fsspec`` besides the project's test extra. DuckDB's bridge to Python
+filesystems fails now and then; such a duck+pqbf run is run again, and the count of those is
+printed.
 
 moto serves a ranged GET by copying the whole object out of its store before slicing it, so on
 this server a request costs time in proportion to the object's size; the ``server s`` column
@@ -234,6 +237,19 @@ def user_ids(csv_output: bytes) -> list[int]:
     return sorted(int(value) for value in table.column("user_id").to_pylist())
 
 
+def by_method(kinds: Counter[str]) -> str:
+    """``3 get, 0 head, 1 list``: every method counted, ``head`` even when none was sent."""
+    counts = Counter({"head": 0, **kinds})
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
+
+
+def per_file(kinds: Counter[str], files: int) -> str:
+    """HEAD and GET requests per file, or ``-`` when no file was read."""
+    if not files:
+        return "-"
+    return f"{kinds['head'] / files:.2f} head, {kinds['get'] / files:.2f} get"
+
+
 def megabytes(count: float) -> str:
     return f"{count / 1e6:,.1f}"
 
@@ -312,6 +328,10 @@ def main() -> None:
         f"{len(status['segments'])} segments, {megabytes(status['segment_bytes'])} MB "
         f"({8 * status['segment_bytes'] / args.rows:.2f} bits/row)"
     )
+    print(
+        f"  build requests by method: {by_method(build['kinds'])}; per file: "
+        f"{per_file(build['kinds'], len(written))}"
+    )
     for index in status["indexes"]:
         print(f"  {index['definition']}: {megabytes(index['bytes'])} MB")
 
@@ -323,6 +343,7 @@ def main() -> None:
     ]
     commands = {}
     explained = {}
+    kept_files: dict[str, int] = {}
     for label, where in queries:
         duck_where = clickhouse_to_duckdb(where)
         commands[label] = {
@@ -334,9 +355,11 @@ def main() -> None:
         text = text.decode()
         io = re.search(r"index I/O: (\d+) requests, (.+) read", text)
         read = re.search(r"read: (\d+/\d+) row groups", text)
+        files_read = re.search(r"in (\d+) files to read", text)
         if io is None or read is None:
             raise SystemExit(f"unexpected --explain output:\n{text}")
         explained[label] = (int(io.group(1)), io.group(2), read.group(1))
+        kept_files[label] = int(files_read.group(1)) if files_read else 0
 
     # runs[label][engine]: one (seconds, server delta) per repeat.
     runs = {label: {engine: [] for engine in ENGINES} for label, _ in queries}
@@ -388,6 +411,14 @@ def main() -> None:
         print(
             "runs that failed in DuckDB's Python filesystem bridge and were run again: "
             + ", ".join(f"{engine} {count}" for engine, count in retries.items() if count)
+        )
+    print()
+    print("bloomskip requests per query by method (server-side, the last run), per file read:")
+    for label, _where in queries:
+        kinds = runs[label]["bloomskip"][-1][1]["kinds"]
+        print(
+            f"  {label:<15} {kept_files[label]:>3} files read: {by_method(kinds)}; per file "
+            f"read: {per_file(kinds, kept_files[label])}"
         )
     print()
     print("bloomskip --explain (the index's own I/O, counted by bloomskip):")

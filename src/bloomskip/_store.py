@@ -13,14 +13,19 @@ exactly what a bloomskip index needs from storage, and counts every request and 
   writers racing for one key exactly one succeeds (``If-None-Match: *`` on object stores, a hard
   link locally);
 * :meth:`Store.delete`;
-* :meth:`Store.heads`: the identities of some objects now, one request each, in parallel.
+* :meth:`Store.heads`: the identities of some objects now, one request each, in parallel;
+  :meth:`Store.identities_now`: the same by the cheaper of those HEADs and one new listing;
+* :meth:`Store.opener`: an object opened as listed, for pyarrow to read (its size from the
+  listing, so opening costs no request; each read pinned to the listed ETag).
 
 Object stores are reached through ``obstore`` (pyarrow's filesystems have no conditional put and
 list no ETags); endpoints and credentials come from the environment as for every AWS, Google and
 Azure client (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``GOOGLE_APPLICATION_CREDENTIALS``,
 ``AZURE_STORAGE_ACCOUNT_NAME``, …). Data files are read through pyarrow's filesystem for the
-same location (:meth:`Store.arrow_filesystem`). Every failure is a :class:`StorageError` naming
-the URI.
+same location (:meth:`Store.arrow_filesystem`), except where pyarrow would first ask the store
+for the object's size (a ``HEAD``) that the listing already gave: such reads go through
+:meth:`Store.opener`. Those are data reads, like pyarrow's, and are not counted in
+:attr:`Store.stats`. Every failure is a :class:`StorageError` naming the URI.
 
 Example:
     >>> import tempfile
@@ -36,13 +41,15 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from bloomskip._atomic import write_atomically, write_if_absent
-from bloomskip.errors import StorageError
+from bloomskip.errors import StaleSourceError, StorageError
 
 #: Byte ranges closer than this are read in one request (object_store's own default).
 COALESCE_GAP = 1 << 20
@@ -251,6 +258,43 @@ class Store(ABC):
         self.stats.count("head", len(keys))
         return dict(zip(keys, found, strict=True))
 
+    def identities_now(self, keys: list[str], within: str = "") -> dict[str, ObjectInfo | None]:
+        """Each object's identity as it is now, at the fewest requests: one HEAD per key
+        (:meth:`heads`), or one new listing of ``within`` where the last one took fewer
+        requests (pages) than there are keys, and no more round trips one after another
+        than the HEADs take (pages follow one another; HEADs go :data:`_HEAD_THREADS` at a
+        time).
+
+        A listing describes each object as the listing its identity came from did (a HEAD
+        adds a version id in a versioned bucket, which an S3 listing does not give), and sees
+        every write that finished before it started, as a HEAD does.
+
+        Args:
+            keys: The objects, under ``within``.
+            within: The prefix they were listed under.
+
+        Returns:
+            ``{key: ObjectInfo}``; None for an object that does not exist.
+
+        Raises:
+            StorageError: The metadata cannot be read.
+
+        Example:
+            >>> store.identities_now(["a/1.json"], "a/")["a/1.json"].size  # doctest: +SKIP
+            2
+        """
+        return self.heads(keys)
+
+    def opener(self, info: ObjectInfo) -> Callable[[], ListedObject] | None:
+        """How to open object ``info`` for reading as its listing described it, without a
+        request (see :class:`ListedObject`); None where a path reads it as cheaply (a local
+        file) or where the listing gave no ETag to pin the reads to.
+
+        Example:
+            >>> file = store.opener(info)()  # doctest: +SKIP
+        """
+        return None
+
 
 class LocalStore(Store):
     """A directory; writes are atomic renames and create-only hard links."""
@@ -376,6 +420,8 @@ class ObjectStore(Store):
         self._obstore = obstore
         self.uri = uri.rstrip("/")
         self.stats = IOStats()
+        #: Requests (pages) the last listing of each prefix took.
+        self._listing_pages: dict[str, int] = {}
         options = dict(_CLIENT_OPTIONS)
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint and endpoint.startswith("http://"):
@@ -428,7 +474,21 @@ class ObjectStore(Store):
         except Exception as exc:
             raise self._fail("list", prefix, exc) from exc
         self.stats.count("list", max(pages, 1))
+        self._listing_pages[prefix] = max(pages, 1)
         return sorted(found, key=lambda item: item.key)
+
+    def identities_now(self, keys: list[str], within: str = "") -> dict[str, ObjectInfo | None]:
+        pages = self._listing_pages.get(within)
+        head_rounds = -(-len(keys) // _HEAD_THREADS)
+        if pages is None or pages >= len(keys) or pages > head_rounds:
+            return self.heads(keys)
+        listed = {info.key: info for info in self.list(within)}
+        return {key: listed.get(key) for key in keys}
+
+    def opener(self, info: ObjectInfo) -> Callable[[], ListedObject] | None:
+        if info.etag is None:
+            return None
+        return partial(ListedObject, self, info)
 
     def has_prefix(self, prefix: str) -> bool:
         if not prefix.endswith("/"):
@@ -527,6 +587,85 @@ class ObjectStore(Store):
             meta.get("e_tag"),
             meta.get("version"),
         )
+
+
+class ListedObject:
+    """An object read as its listing described it: a read-only, seekable file for pyarrow
+    (wrap it in ``pyarrow.PythonFile``).
+
+    pyarrow's S3 reader asks for an object's size (a ``HEAD``) when it opens it; here the
+    size is the listed one, so opening costs nothing. Each read is one ranged GET sent with
+    ``If-Match`` the listed ETag, which the store refuses once the object is another one (the
+    ETag it answers with is compared too): every byte read is of the version listed, so a
+    file indexed or decided from these reads is the version its listed identity names.
+
+    Args:
+        store: The object's store.
+        info: The object as listed (its ETag set).
+
+    Raises:
+        StaleSourceError: From a read: the object was replaced or deleted since it was listed.
+        StorageError: From a read: any other failure.
+
+    Example:
+        >>> import pyarrow.parquet as pq  # doctest: +SKIP
+        >>> pq.read_metadata(pa.PythonFile(ListedObject(store, info), mode="r"))  # doctest: +SKIP
+    """
+
+    mode = "rb"
+
+    def __init__(self, store: ObjectStore, info: ObjectInfo) -> None:
+        self.store = store
+        self.info = info
+        self.closed = False
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self.info.size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        start = self._position
+        end = self.info.size if size is None or size < 0 else min(self.info.size, start + size)
+        if end <= start:
+            return b""
+        obstore = self.store._obstore
+        key, etag = self.info.key, self.info.etag
+        try:
+            got = obstore.get(
+                self.store._store, key, options={"range": (start, end), "if_match": etag}
+            )
+            data = got.bytes()
+        except (obstore.exceptions.PreconditionError, obstore.exceptions.NotFoundError) as exc:
+            raise self._changed() from exc
+        except Exception as exc:
+            raise self.store._fail("read", key, exc) from exc
+        if got.meta.get("e_tag") != etag:
+            raise self._changed()  # a store that ignored the If-Match
+        self._position = start + len(data)
+        return data
+
+    def _changed(self) -> StaleSourceError:
+        return StaleSourceError(
+            f"{self.store.uri_of(self.info.key)}: changed while it was read (it is no longer the "
+            f"object listed, ETag {self.info.etag}); run again"
+        )
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def open_store(location: str | os.PathLike) -> Store:

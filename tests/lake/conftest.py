@@ -1,16 +1,22 @@
 """A real S3-API server on 127.0.0.1 for the object-storage tests, and stores on both backends.
 
-The server is ``moto``'s standalone server (``ThreadedMotoServer``), reached over HTTP by the same
-clients a user's run uses (obstore for the index, pyarrow's S3 filesystem for data), configured
-the standard way: ``AWS_ENDPOINT_URL`` and the usual credential variables.
+The server is ``moto``'s standalone server (its WSGI application and request handler, served as
+``ThreadedMotoServer`` serves them), reached over HTTP by the same clients a user's run uses
+(obstore for the index, pyarrow's S3 filesystem for data), configured the standard way:
+``AWS_ENDPOINT_URL`` and the usual credential variables. The server notes every request it
+answers (:class:`S3RequestLog`), so that a test can count what a build or a query cost.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
+import threading
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,26 +32,91 @@ S3_ENV = {
 }
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """The endpoint URL of a moto S3 server started for this test run (and its env set)."""
-    from moto.server import ThreadedMotoServer
+@dataclass(frozen=True)
+class S3Request:
+    """One request the server answered: ``LIST`` (a GET of a bucket), ``GET``, ``HEAD``,
+    ``PUT``, ``POST`` or ``DELETE``, the bucket and key it named, and its ``If-Match``."""
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    method: str
+    bucket: str
+    key: str
+    if_match: str | None
+
+
+class S3RequestLog:
+    """The server's WSGI application, noting each request before answering it.
+
+    Args:
+        app: moto's application.
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.requests: list[S3Request] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        bucket, _, key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+        method = environ["REQUEST_METHOD"]
+        if method == "GET" and not key:
+            method = "LIST"
+        with self._lock:
+            self.requests.append(S3Request(method, bucket, key, environ.get("HTTP_IF_MATCH")))
+        return self.app(environ, start_response)
+
+    def mark(self) -> int:
+        """Where the log is now: :meth:`since` counts what came after."""
+        with self._lock:
+            return len(self.requests)
+
+    def since(self, mark: int, bucket: str) -> list[S3Request]:
+        """The requests naming ``bucket`` after ``mark``."""
+        with self._lock:
+            return [request for request in self.requests[mark:] if request.bucket == bucket]
+
+    def methods_since(self, mark: int, bucket: str) -> Counter[str]:
+        """How many requests of each method named ``bucket`` after ``mark``."""
+        return Counter(request.method for request in self.since(mark, bucket))
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[tuple[str, S3RequestLog]]:
+    """A moto S3 server started for this test run (and its env set): its endpoint URL and
+    the log of the requests it answers."""
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+    log = S3RequestLog(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, log, True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
     endpoint = f"http://{host}:{port}"
     saved = {name: os.environ.get(name) for name in [*S3_ENV, "AWS_ENDPOINT_URL"]}
     os.environ.update(S3_ENV, AWS_ENDPOINT_URL=endpoint)
     try:
-        yield endpoint
+        yield endpoint, log
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        server.stop()
+        server.shutdown()
+        thread.join()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server) -> str:
+    """The endpoint URL of the moto S3 server."""
+    return s3_server[0]
+
+
+@pytest.fixture
+def s3_requests(s3_server) -> S3RequestLog:
+    """The log of the requests the moto S3 server answers."""
+    return s3_server[1]
 
 
 @pytest.fixture

@@ -97,12 +97,14 @@ def test_an_object_replaced_after_explain_is_read_at_its_new_version(versions, b
     store.put(NAME, second.read_bytes())
     before = ds.store.stats.by_kind.get("head", 0)
     assert _answer(ds.run(explanation, WHERE)) == _rows(second)
-    # One HEAD per file read found the change; the query again read the file as it is now
-    # and one more HEAD checked it.
+    # One HEAD per file read (one file: fewer requests than listing again) found the change;
+    # the query again read the file as it is now and one more HEAD checked it.
     assert ds.store.stats.by_kind.get("head", 0) - before == 2
 
 
-def test_an_unchanged_object_costs_one_head_per_file_read(versions, bucket):
+def test_unchanged_objects_cost_one_listing_not_a_head_each(versions, bucket):
+    # Issue 33 changed this: two files read were checked by two HEADs; one new listing of the
+    # prefix (one page here) checks them both.
     first, _ = versions
     location = f"s3://{bucket}/steady"
     store = open_store(location)
@@ -110,17 +112,38 @@ def test_an_unchanged_object_costs_one_head_per_file_read(versions, bucket):
     store.put("part-1.parquet", first.read_bytes())
     ds = Dataset(location)
     ds.build_index(INDEX, progress=False)
-    before = ds.store.stats.by_kind.get("head", 0)
-    assert _answer(ds.query(WHERE)) == _rows(first) * 2
-    assert ds.store.stats.by_kind.get("head", 0) - before == 2
+    explanation = ds.explain(WHERE)
+    before = dict(ds.store.stats.by_kind)
+    assert _answer(ds.run(explanation, WHERE)) == _rows(first) * 2
+    assert ds.store.stats.by_kind.get("head", 0) == before.get("head", 0)
+    assert ds.store.stats.by_kind["list"] - before["list"] == 1
     # A file the index skipped whole is not read, nor checked.
     absent = next(
         f"id = {value}"
         for value in range(-1, -100, -1)
         if not ds.explain(f"id = {value}").row_groups()
     )
+    explanation = ds.explain(absent)
+    before = ds.store.stats.requests
+    assert ds.run(explanation, absent).num_rows == 0
+    assert ds.store.stats.requests == before
+
+
+def test_an_object_replaced_among_several_read_is_read_at_its_new_version(versions, bucket):
+    # The files read are checked by one new listing (cheaper than a HEAD each): it sees the
+    # replacement as a HEAD would.
+    first, second = versions
+    location = f"s3://{bucket}/several"
+    store = open_store(location)
+    store.put(NAME, first.read_bytes())
+    store.put("part-1.parquet", first.read_bytes())
+    ds = Dataset(location)
+    ds.build_index(INDEX, progress=False)
+    explanation = ds.explain(WHERE)
+    assert [group for _, group in explanation.row_groups()] == [3, 3]
+    store.put(NAME, second.read_bytes())
     before = ds.store.stats.by_kind.get("head", 0)
-    assert ds.query(absent).num_rows == 0
+    assert _answer(ds.run(explanation, WHERE)) == sorted(_rows(first) + _rows(second))
     assert ds.store.stats.by_kind.get("head", 0) == before
 
 

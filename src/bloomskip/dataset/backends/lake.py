@@ -846,9 +846,10 @@ class LakeDataset:
     def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB).
 
-        Every file read is checked once the read is done (one HEAD each, in parallel): one
-        replaced since it was listed is never answered from, the query is decided and read
-        again instead (docs/queries.md).
+        Every file read is checked once the read is done (one HEAD each, in parallel, or one
+        new listing of the prefix where that takes fewer requests): one replaced since it was
+        listed is never answered from, the query is decided and read again instead
+        (docs/queries.md).
 
         Raises:
             StaleSourceError: A file it read changed during each of three attempts.
@@ -862,12 +863,12 @@ class LakeDataset:
         return read_consistently(explanation, where, read, self._changed, self.explain)
 
     def _changed(self, states: list) -> list:
-        """Of ``states``, the files no longer as they were listed (one HEAD each, in
-        parallel)."""
+        """Of ``states``, the files no longer as they were listed (one listing, or one HEAD
+        each in parallel, whichever costs fewer requests: ``Store.identities_now``)."""
         if self.store is None:
             # Through a caller's filesystem the footer's hash names the bytes (_list_data).
             return [state for state in states if not _footer_unchanged(state)]
-        now = self.store.heads([state.relative_path for state in states])
+        now = self.store.identities_now([state.relative_path for state in states])
         return [
             state for state in states if not _same_object(state.listed, now[state.relative_path])
         ]
@@ -965,7 +966,8 @@ class LakeDataset:
 
     def _row_group_sizes(self, files: list) -> dict | None:
         """The row-group sizes of up to :data:`STATUS_FOOTERS` of ``files``, spread evenly; a
-        footer that cannot be read leaves its file out of the sample."""
+        footer that cannot be read (or of a file replaced since the listing) leaves its file
+        out of the sample."""
         from concurrent.futures import ThreadPoolExecutor
 
         from bloomskip.dataset.listing.files import read_layout, row_group_sizes
@@ -976,7 +978,7 @@ class LakeDataset:
         def layout(source):
             try:
                 return read_layout(source)
-            except (FormatError, OSError, StorageError):
+            except (FormatError, OSError, StorageError, StaleSourceError):
                 return None
 
         with ThreadPoolExecutor(max_workers=STATUS_FOOTERS) as pool:
@@ -1142,14 +1144,15 @@ def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> boo
 
 
 def _same_object(listed: ObjectInfo, now: ObjectInfo | None) -> bool:
-    """Whether an object is still the one a listing described: its size, ETag, version (and a
-    local file's change time) equal, and its modification time within a second of the listed
+    """Whether an object is still the one a listing described: its size, ETag, version where
+    the listing gave one (an S3 listing gives none, a HEAD in a versioned bucket does), a
+    local file's change time equal, and its modification time within a second of the listed
     one (a HEAD tells it to the second, a listing maybe finer): an old object written back a
     second or more later has its old ETag, not its old time."""
     return (
         now is not None
-        and (now.size, now.etag, now.version, now.ctime_ns)
-        == (listed.size, listed.etag, listed.version, listed.ctime_ns)
+        and (now.size, now.etag, now.ctime_ns) == (listed.size, listed.etag, listed.ctime_ns)
+        and (listed.version is None or now.version == listed.version)
         and abs(now.mtime_ns - listed.mtime_ns) < 10**9
     )
 

@@ -89,11 +89,13 @@ class SegmentWriter:
         return self._arrow
 
     def source(self, listed) -> SourceFile:
-        """The readable file of a listed one."""
+        """The readable file of a listed one (an object is read as listed: no request asks
+        for its size, and every read is of the listed version)."""
         from bloomskip.dataset.listing.files import SourceFile
 
         filesystem, base = self.filesystem()
-        return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem)
+        opener = self.store.opener(listed.info) if self.store is not None else None
+        return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem, opener)
 
     def uri_of(self, key: str) -> str:
         """The URI of a data file, as messages name it."""

@@ -59,14 +59,22 @@ class SourceFile:
             (``bucket/key``).
         format: ``"parquet"`` or ``"arrow-ipc"``.
         filesystem: The pyarrow filesystem holding it; None for a local file.
+        opener: Opens an object as its listing described it, each read pinned to the listed
+            version, without asking the store for its size first (``Store.opener``); None:
+            opened through ``filesystem``.
     """
 
     path: Path
     format: str
     filesystem: object = field(default=None, compare=False, hash=False, repr=False)
+    opener: object = field(default=None, compare=False, hash=False, repr=False)
 
     def open(self):
-        """What pyarrow readers take for this file: its local path, or an input stream."""
+        """What pyarrow readers take for this file: its local path, or an input file."""
+        if self.opener is not None:
+            import pyarrow as pa
+
+            return pa.PythonFile(self.opener(), mode="r")
         if self.filesystem is None:
             return str(self.path)
         return self.filesystem.open_input_file(str(self.path))
@@ -274,15 +282,23 @@ class OpenedParquet:
 
     def reader(self):  # noqa: ANN201 - a pyarrow.parquet.ParquetFile
         """A reader over the footer already parsed, one per thread (a reader is not shared);
-        on an object store they share the one open file, whose ranged reads are thread-safe,
-        and each row group's column chunks are fetched together."""
+        on an object store they share the one open file, whose ranged reads are thread-safe
+        (an object opened as listed: a file each, its reads taking turns otherwise), and each
+        row group's column chunks are fetched together."""
         import pyarrow.parquet as pq
 
-        where = self._handle if self._handle is not None else str(self.source.path)
+        if self.source.opener is not None:
+            where = self.source.open()
+        else:
+            where = self._handle if self._handle is not None else str(self.source.path)
         return pq.ParquetFile(where, metadata=self.metadata, pre_buffer=self._handle is not None)
 
     def unchanged(self) -> bool:
-        """Whether the file still holds the footer it was opened with (one more read)."""
+        """Whether the file still holds the footer it was opened with: one more read, or none
+        for an object opened as listed, whose every read was of the listed version (a read of
+        another fails)."""
+        if self.source.opener is not None:
+            return True
         if self._handle is None:
             return self.source.identity() == self.identity
         footer = read_footer_bytes(
@@ -306,6 +322,8 @@ def open_parquet(source: SourceFile, size: int | None = None, mtime_ns: int | No
     Raises:
         FormatError: The footer is malformed.
         OSError: The file cannot be read.
+        StaleSourceError: An object opened as listed (``source.opener``) is another one now;
+            its reads later raise it too.
 
     Example:
         >>> open_parquet(SourceFile(Path("a.parquet"), "parquet")).metadata.num_row_groups
@@ -325,7 +343,7 @@ def open_parquet(source: SourceFile, size: int | None = None, mtime_ns: int | No
         if size is None or mtime_ns is None:
             info = source.filesystem.get_file_info(str(source.path))
             size, mtime_ns = info.size, info.mtime_ns or 0
-        handle = source.filesystem.open_input_file(str(source.path))
+        handle = source.open()
         footer = read_footer_bytes(handle, size, source.format, str(source.path))
         identity = FileIdentity(size, mtime_ns, hashlib.sha256(footer).hexdigest())
     try:
@@ -581,7 +599,10 @@ def _read_layout(source: SourceFile) -> Layout:
 
         # pyarrow.parquet, not a pyarrow.dataset fragment: importing the dataset layer loads
         # pandas (when installed), a quarter of a second of a cold query.
-        metadata = pq.read_metadata(os.fspath(source.path), filesystem=source.filesystem)
+        if source.opener is not None:
+            metadata = pq.read_metadata(source.open())
+        else:
+            metadata = pq.read_metadata(os.fspath(source.path), filesystem=source.filesystem)
         rows = np.array(
             [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], np.int64
         )
