@@ -180,6 +180,30 @@ def test_an_object_replaced_after_its_listing_is_not_read_as_the_listed_one(buck
         open_parquet(writer.source(listed), listed.info.size, listed.info.mtime_ns)
 
 
+def test_a_decision_whose_footer_was_replaced_after_the_listing_decides_again(bucket, monkeypatch):
+    from bloomskip.dataset.backends.lake import LakeDataset
+
+    location = f"s3://{bucket}/data"
+    keys = _files(location)
+    dataset = Dataset(location)
+    dataset.build_index(INDEX, granule=250, progress=False)
+    listed = LakeDataset.list_files
+    replaced = []
+
+    def list_then_replace(self):
+        files = listed(self)
+        if not replaced:  # between the first listing and its footer reads
+            open_store(location).put(keys[5], _file(0))
+            replaced.append(keys[5])
+        return files
+
+    monkeypatch.setattr(LakeDataset, "list_files", list_then_replace)
+    # File 5 now holds file 0's rows: RARE is in it, LONE is gone.
+    assert _ids(dataset.query(f"id = {RARE}")) == [RARE] * 3
+    assert replaced == [keys[5]]
+    assert _ids(dataset.query(f"id = {LONE}")) == []
+
+
 def test_an_object_replaced_while_a_build_reads_it_fails_the_read(bucket):
     location = f"s3://{bucket}/data"
     keys = _files(location)

@@ -526,7 +526,20 @@ class LakeDataset:
         Raises:
             UnsupportedPredicateError: The WHERE is not valid ClickHouse SQL.
             StorageError: The dataset's prefix cannot be listed.
+            StaleSourceError: A file was replaced between its listing and the read of its
+                footer in each of ``READ_ATTEMPTS`` decisions.
         """
+        from bloomskip.dataset.prune import READ_ATTEMPTS
+
+        for _ in range(READ_ATTEMPTS - 1):
+            try:
+                return self._explain_listed(where, describe_data)
+            except StaleSourceError:
+                continue  # a footer is read as the listed version only: list again
+        return self._explain_listed(where, describe_data)
+
+    def _explain_listed(self, where: str, describe_data: bool) -> Explanation:
+        """:meth:`explain` over one listing."""
         from bloomskip.dataset.prune import prune
 
         kept, predicate = self.listing.files_kept(where)
