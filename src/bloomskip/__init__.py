@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from bloomskip.errors import (
     BloomskipError,
+    BloomskipWarning,
     CommitConflictError,
     ConditionError,
     FormatError,
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BloomskipError",
+    "BloomskipWarning",
     "CommitConflictError",
     "ConditionError",
     "Dataset",

@@ -21,10 +21,12 @@ import functools
 import json
 import logging
 import sys
+import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from bloomskip.errors import BloomskipError
+from bloomskip.errors import BloomskipError, BloomskipWarning
 
 #: The command did what was asked and the answer is yes (found, verified, written).
 EXIT_OK = 0
@@ -228,21 +230,27 @@ def where_text(value: str, *, stdin_used: bool = False) -> str:
 
 
 def debug_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--debug``: :func:`run_command` then prints bloomskip's debug log on stderr.
+    """Add ``--debug``: :func:`run_command` then prints bloomskip's debug log on stderr, and
+    before an error's one line, its whole cause (the client's own text, the traceback).
 
-    The generated DuckDB SQL (megabytes for a long ``IN`` over many files) and DuckDB's full
-    error messages go to that log, never into the one-line error.
+    The generated DuckDB SQL (megabytes for a long ``IN`` over many files), DuckDB's full
+    error messages and an object store's client text go there, never into the one-line error.
+    Given to ``bloomskip`` itself (``bloomskip --debug COMMAND``) it holds for every command;
+    a command's own ``--debug`` leaves it unset when absent, so that one given before the
+    command is not undone.
 
     Example:
         >>> parser = argparse.ArgumentParser()
         >>> debug_option(parser)
-        >>> parser.parse_args(["--debug"]).debug
-        True
+        >>> parser.parse_args(["--debug"]).debug, hasattr(parser.parse_args([]), "debug")
+        (True, False)
     """
     parser.add_argument(
         "--debug",
         action="store_true",
-        help="also print on stderr the SQL given to DuckDB and DuckDB's full error messages",
+        default=argparse.SUPPRESS,
+        help="also print on stderr the SQL given to DuckDB, DuckDB's full error messages and "
+        "an error's whole cause (a storage client's text, the traceback)",
     )
 
 
@@ -254,7 +262,10 @@ def run_command(args: argparse.Namespace) -> int:
     status :data:`EXIT_ERROR`; a closed pipe (``bloomskip ... | head``) ends the
     command quietly with status 0; Ctrl-C prints ``bloomskip: interrupted`` and gives status
     :data:`EXIT_INTERRUPTED` (130, as for a shell's SIGINT). With ``args.debug``
-    (:func:`debug_option`), the ``bloomskip`` logger's debug messages are printed on stderr.
+    (:func:`debug_option`), the ``bloomskip`` logger's debug messages are printed on stderr,
+    and an error's traceback with its causes before its line. A
+    :class:`~bloomskip.errors.BloomskipWarning` is not printed: the commands print the
+    lines it carries (``Explanation.warnings``) themselves.
 
     Args:
         args: The parsed command line; ``args.func`` is the command.
@@ -268,23 +279,23 @@ def run_command(args: argparse.Namespace) -> int:
         >>> run_command(argparse.Namespace(func=fail))  # prints the error line on stderr
         2
     """
-    with _debug_log(getattr(args, "debug", False)):
-        return _run(args)
+    debug = getattr(args, "debug", False)
+    with _debug_log(debug), warnings.catch_warnings():
+        warnings.simplefilter("ignore", BloomskipWarning)
+        return _run(args, debug)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, debug: bool) -> int:
     try:
         return int(args.func(args) or EXIT_OK)
     except BloomskipError as exc:
-        print(f"bloomskip: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _report_error(exc, debug)
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:
         return _report_interrupt()
     except OSError as exc:  # a failed read or write no bloomskip code named (a full disk, say)
-        print(f"bloomskip: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _report_error(exc, debug)
     except Exception as exc:
         # DuckDB takes the KeyboardInterrupt of a Ctrl-C and raises its own error instead; a
         # call site that did not turn it back (query.run_query does) still ends in one line.
@@ -317,6 +328,14 @@ def interrupted(exc: BaseException) -> bool:
     # DuckDB is loaded.
     duckdb = sys.modules.get("duckdb")
     return duckdb is not None and isinstance(exc, duckdb.InterruptException)
+
+
+def _report_error(exc: BaseException, debug: bool) -> int:
+    """The error's one line on stderr, after (``--debug``) its traceback and causes."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"bloomskip: error: {exc}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _report_interrupt() -> int:

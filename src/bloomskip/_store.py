@@ -432,12 +432,20 @@ class ObjectStore(Store):
             raise StorageError(f"{self.uri}: {one_line(exc)}") from exc
 
     def _fail(self, action: str, key: str, exc: Exception) -> StorageError:
+        """The one line of a failed request: the location the user gave and the cause, when
+        the store or its bucket is at fault; else the object and the store's reason. The
+        client's whole text stays on the chained exception (``bloomskip --debug``)."""
         errors = self._obstore.exceptions
         where = self.uri_of(key)
         text = str(exc)
         code = re.search(r"<Code>([^<]{1,100})</Code>", text)
         message = re.search(r"<Message>([^<]{1,300})</Message>", text)
-        reason = f"{code.group(1)}: {message.group(1)}" if code and message else one_line(exc)
+        if code and code.group(1) in ("NoSuchBucket", "ContainerNotFound"):
+            return StorageError(f"{self.uri}: {self._bucket_noun()} does not exist")
+        unreachable = _unreachable(text)
+        if unreachable is not None:
+            return StorageError(f"{self.uri}: cannot reach the object store at {unreachable}")
+        reason = f"{code.group(1)}: {message.group(1)}" if code and message else _client_reason(exc)
         if isinstance(exc, errors.NotFoundError | FileNotFoundError) or (
             code and code.group(1) in ("NoSuchBucket", "NoSuchKey")
         ):
@@ -448,6 +456,12 @@ class ObjectStore(Store):
         if denied:
             return StorageError(f"cannot {action} {where}: access denied ({reason})")
         return StorageError(f"cannot {action} {where}: {reason}")
+
+    def _bucket_noun(self) -> str:
+        """``bucket 'name'`` (``container 'name'`` on Azure) of this store's URI."""
+        parts = urlsplit(self.uri)
+        name = parts.netloc.partition("@")[0]
+        return f"{'container' if parts.scheme.startswith('abfs') else 'bucket'} {name!r}"
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         found = []
@@ -703,7 +717,34 @@ def open_store(location: str | os.PathLike) -> Store:
     return LocalStore(location)
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception's text on one line, at most 300 characters (for a CLI error line)."""
+#: How the HTTP client words a connection that failed, and the cause a user is told.
+_CONNECT_FAILURES = (
+    ("connection refused", "connection refused"),
+    ("dns error", "host name not found"),
+    ("timed out", "timed out"),
+    ("certificate", "TLS certificate refused"),
+    ("connection reset", "connection reset"),
+)
+
+
+def _unreachable(text: str) -> str | None:
+    """``http://host:port (cause)`` when a client's error text says no connection was made
+    (refused, unknown host, timed out), else None."""
+    lowered = text.lower()
+    if "error sending request" not in lowered and "connecterror" not in lowered:
+        return None
+    endpoint = re.search(r"\b(?:GET|PUT|HEAD|POST|DELETE) (https?://[^/\s?,]+)", text)
+    cause = next((said for found, said in _CONNECT_FAILURES if found in lowered), "no connection")
+    return f"{endpoint.group(1) if endpoint else 'its endpoint'} ({cause})"
+
+
+def _client_reason(exc: BaseException) -> str:
+    """A client error's own message without the structure dump some clients append."""
+    return one_line(str(exc).split("Debug source:", 1)[0])
+
+
+def one_line(exc: BaseException | str) -> str:
+    """An exception's (or a text's) text on one line, at most 300 characters (for a CLI
+    error line)."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."

@@ -9,7 +9,7 @@ import os
 import sys
 
 from bloomskip import __version__
-from bloomskip._cli import EXIT_ERROR, run_command
+from bloomskip._cli import EXIT_ERROR, debug_option, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Bloom-filter data skipping for TsFile, ClickHouse and Parquet/Arrow data.",
     )
     parser.add_argument("--version", action="version", version=f"bloomskip {__version__}")
+    debug_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     dataset_cli.register(commands)

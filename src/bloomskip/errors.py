@@ -1,6 +1,10 @@
-"""Exceptions raised by bloomskip."""
+"""Exceptions raised by bloomskip, and the category of the warnings it issues."""
 
 from __future__ import annotations
+
+import os
+import sys
+import warnings
 
 
 class BloomskipError(Exception):
@@ -87,3 +91,35 @@ class StorageError(BloomskipError, OSError):
 
 class CommitConflictError(BloomskipError):
     """An index commit that cannot be applied on top of the newest version, or kept losing races."""
+
+
+class BloomskipWarning(UserWarning):
+    """A query answered exactly, but without all the pruning its index could give: files
+    changed or added since the build, or a damaged or missing index, were scanned whole.
+
+    One is issued per decision (``Dataset.explain``, each query), whatever the number of
+    files; ``Explanation.warnings`` holds its lines, and the files concerned are listed on the
+    explanation. The ``bloomskip`` command prints those lines itself instead.
+    """
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep
+
+
+def warn_caller(message: str) -> None:
+    """Issue ``message`` as a :class:`BloomskipWarning` attributed to the first frame outside
+    bloomskip: the user's line that ran the query, however deep in bloomskip it was decided.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warn_caller("3 files are not indexed")
+        >>> caught[0].category.__name__, str(caught[0].message)
+        ('BloomskipWarning', '3 files are not indexed')
+    """
+    # stacklevel 2 is warn_caller's caller; each frame of bloomskip's above it adds one.
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, BloomskipWarning, stacklevel=level)

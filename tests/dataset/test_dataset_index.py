@@ -127,7 +127,8 @@ def test_changed_file_is_scanned_and_answered_correctly(fresh: Path) -> None:
     pq.write_table(make_table(1500, 1234, 0), fresh / "part-0.parquet", row_group_size=97)
     dataset = Dataset(fresh)
     result = dataset.explain(WHERE)
-    assert any("part-0.parquet: changed" in w for w in result.warnings)
+    assert result.changed_files == ["part-0.parquet"]
+    assert any(w.startswith("1 file changed since it was indexed") for w in result.warnings)
     state = next(s for s in result.files if s.relative_path == "part-0.parquet")
     assert state.entry is None
     assert result.keep[result.files.index(state)].all()
@@ -156,7 +157,8 @@ def test_missing_file_and_new_file(fresh: Path) -> None:
     pq.write_table(make_table(500, 77, 50_000), fresh / "part-7.parquet", row_group_size=100)
     dataset = Dataset(fresh)
     result = dataset.explain(WHERE)
-    assert any("part-7.parquet: not indexed" in w for w in result.warnings)
+    assert result.unindexed_files == ["part-7.parquet"]
+    assert any(w.startswith("1 file is not indexed") for w in result.warnings)
     assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
 
 

@@ -23,6 +23,7 @@ from bloomskip.dataset.backends.folder import FolderDataset
 from bloomskip.dataset.build.report import SEGMENTED, BuildReport
 from bloomskip.dataset.frames import FrameConversions
 from bloomskip.dataset.locate import is_remote, local_path, table_format
+from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,8 +62,6 @@ def open_backend(
         BloomskipError: Arguments that do not fit the location (a sidecar for a table or an
             object store, a snapshot for plain files), or a location that holds no dataset.
     """
-    from bloomskip.errors import BloomskipError
-
     at_snapshot = version is not None or snapshot_id is not None or as_of is not None
     if filesystem is None and table_format(path) is not None:
         if sidecar is not None:
@@ -169,7 +168,28 @@ class Dataset(FrameConversions):
         return getattr(self.backend, name)
 
     def __repr__(self) -> str:
-        return f"Dataset({self.path!r}, index at {self.index_location!r})"
+        """The location, where its index lives and what it holds, e.g. ``Dataset('logs/',
+        index: sidecar logs/_bloomskip.index, 2 indexes: user_id bloom_filter(0.01), msg
+        tokenbf_v1(8192, 3, 0))``.
+
+        Only the index's definitions are read (a sidecar's header, a segmented index's newest
+        manifest): no file is listed and no data read. A missing index shows as ``no index``,
+        one that cannot be read as ``unreadable`` with the reason.
+        """
+        backend = self.backend
+        store = backend.index_in_use if isinstance(backend, FolderDataset) else backend.index
+        located = f"Dataset({self.path!r}, index: {store.layout} {store.location}"
+        try:
+            definitions = store.definitions()
+        except (BloomskipError, OSError, ValueError) as exc:
+            return f"{located} unreadable: {_shortened(str(exc))})"
+        if definitions is None:
+            return f"{located} (no index))"
+        indexes = ", ".join(_short_definition(spec.definition) for spec in definitions.indexes)
+        count = len(definitions.indexes)
+        return f"{located}, {count} index{'es' if count != 1 else ''}" + (
+            f": {indexes})" if indexes else ")"
+        )
 
     @property
     def listing(self) -> FolderListing | PrefixListing:
@@ -268,7 +288,9 @@ class Dataset(FrameConversions):
         """Decide which row groups may hold rows matching ``where``, and why (no data read).
 
         A missing or damaged index, or a changed file, is not an error: the files concerned
-        are scanned, and :attr:`~bloomskip.dataset.prune.Explanation.warnings` says why.
+        are scanned, :attr:`~bloomskip.dataset.prune.Explanation.warnings` says why (one line
+        per cause, however many files), and one :class:`~bloomskip.errors.BloomskipWarning`
+        is issued.
 
         Args:
             where: A ClickHouse WHERE expression.
@@ -277,9 +299,10 @@ class Dataset(FrameConversions):
 
         Returns:
             An :class:`~bloomskip.dataset.prune.Explanation`: per file and index what was
-            kept, the warnings, and the access plan
+            kept, the warnings, the files scanned for being out of date, and the access plan
             (:meth:`~bloomskip.dataset.prune.Explanation.access_plan`: the hand-off to
-            pyarrow, DuckDB, Polars or DataFusion).
+            pyarrow, DuckDB, Polars or DataFusion); ``print(explanation)`` shows the text
+            ``bloomskip query --explain`` prints.
 
         Raises:
             UnsupportedPredicateError: The WHERE cannot be parsed.
@@ -421,8 +444,6 @@ class Dataset(FrameConversions):
         return self._segmented_backend("vacuum").vacuum(keep_versions, min_age_seconds)
 
     def _segmented_backend(self, verb: str) -> LakeDataset:
-        from bloomskip.errors import BloomskipError
-
         if not self.segmented:
             raise BloomskipError(
                 f"{self.path}: {verb} works on a segmented index: give --index-location "
@@ -433,6 +454,21 @@ class Dataset(FrameConversions):
     def duckdb_connection(self):
         """The DuckDB connection queries run on (created on first use, then reused)."""
         return self.backend.duckdb_connection()
+
+
+def _short_definition(definition: str) -> str:
+    """An index as a repr names it: ``user_id bloom_filter(0.01)`` for ``INDEX user_id
+    user_id TYPE bloom_filter(0.01) GRANULARITY 1``."""
+    from bloomskip.dataset.build.indexing import index_name
+
+    kind = definition.rpartition(" TYPE ")[2].removesuffix(" GRANULARITY 1")
+    return f"{index_name(definition)} {kind}"
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["BuildReport", "Dataset", "open_backend"]

@@ -14,7 +14,7 @@ The decision is an :class:`Explanation`: per index what it skipped, the survivin
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.listing.files import IdentityCache, Layout, SourceFile
 from bloomskip.dataset.vocabulary import ROW_GROUP, relative_to
-from bloomskip.errors import FormatError, StorageError
+from bloomskip.errors import FormatError, StorageError, warn_caller
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,11 +121,23 @@ class Explanation:
             The access plan reads the kept granules' rows only (:func:`combine_granules`).
         reader: How :meth:`access_plan`'s files are read by other engines (set by
             ``Dataset.explain``).
+        changed_files: The files (relative paths) whose index entries no longer describe them
+            (a new size or modification time, ETag, footer): scanned whole, until the next
+            build re-indexes them. Set by :func:`note_scanned_files`.
+        unindexed_files: The files the index does not hold (added since the build): scanned
+            whole. Empty when there is no index at all (a warning says so).
+        text_source: Gives :meth:`__str__`'s text (the dataset's ``--explain`` text, set by
+            ``Dataset.explain``); None: :meth:`__repr__`'s.
+
+    ``str(explanation)`` is what ``bloomskip query --explain`` prints for it; ``repr`` is a
+    one-line summary.
 
     Example:
         >>> explanation = Dataset("logs/").explain("user_id = 42")  # doctest: +SKIP
         >>> explanation.row_groups()  # doctest: +SKIP
         [(PosixPath('/data/logs/part-3.parquet'), 17)]
+        >>> explanation  # doctest: +SKIP
+        <Explanation of 'user_id = 42': 1/305 row groups in 1/20 files to read, 2 indexes, ...>
     """
 
     files: list[FileState]
@@ -143,6 +155,26 @@ class Explanation:
     across: IndexOutcome | None = None
     granule_keep: list | None = field(default=None, repr=False)
     reader: PlanReader | None = field(default=None, repr=False, compare=False)
+    changed_files: list[str] = field(default_factory=list)
+    unindexed_files: list[str] = field(default_factory=list)
+    text_source: Callable[[Explanation], str] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def __repr__(self) -> str:
+        # The dataclass's own repr spells out every file's state and mask: megabytes.
+        groups = sum(len(keep) for keep in self.keep)
+        kept = sum(int(keep.sum()) for keep in self.keep)
+        files = sum(bool(keep.any()) for keep in self.keep)
+        return (
+            f"<Explanation of {self.where!r}: {kept}/{groups} row groups in "
+            f"{files}/{len(self.files)} files to read, {_count(len(self.indexes), 'index')}, "
+            f"{_count(len(self.warnings), 'warning')}>"
+        )
+
+    def __str__(self) -> str:
+        """The text ``bloomskip query --explain`` prints for this decision."""
+        return self.text_source(self) if self.text_source is not None else repr(self)
 
     @functools.cached_property
     def plan(self) -> AccessPlan:
@@ -626,6 +658,88 @@ def granules_to_units(granule_rows, granule_keep, unit_rows):
     np.add.at(coverage, first, 1)
     np.add.at(coverage, last, -1)
     return np.cumsum(coverage[:-1]) > 0
+
+
+def note_scanned_files(
+    result: Explanation,
+    build_command: Callable[[], str],
+    changed_how: str,
+    unverifiable: Collection[str] = (),
+) -> None:
+    """List the files the index could not prune for being out of date, say so in one line per
+    cause, and issue the decision's one :class:`~bloomskip.errors.BloomskipWarning`.
+
+    A copied folder has every file's modification time new: its decisions name them all on
+    the explanation (:attr:`Explanation.changed_files`, :attr:`Explanation.unindexed_files`,
+    what ``--explain`` and ``index status`` list), never one warning line per file.
+
+    Args:
+        result: A decision, its warnings complete but these lines.
+        build_command: Gives what re-indexes them (``bloomskip index build DATASET …``);
+            called only when some file needs it.
+        changed_how: What tells a changed file, for this location (``new size or
+            modification time``).
+        unverifiable: Files no build can index (no identity: a table's file changed behind
+            its log, an object without an ETag); the listing says why, and they are left out.
+
+    Example:
+        >>> note_scanned_files(result, lambda: "bloomskip index build logs", "new size or ETag")
+        ... # doctest: +SKIP
+        >>> result.warnings[-1]  # doctest: +SKIP
+        '200 files changed since they were indexed (new size or ETag); they were scanned. Run
+        `bloomskip index build logs` to re-index them.'
+    """
+    if result.granule is not None:  # with no index at all, a warning already says so
+        skipped = set(unverifiable)
+        for status, files in (
+            (CHANGED, result.changed_files),
+            (NOT_INDEXED, result.unindexed_files),
+        ):
+            files[:] = [
+                state.relative_path
+                for state in result.files
+                if state.status == status and state.relative_path not in skipped
+            ]
+        if result.changed_files or result.unindexed_files:
+            result.warnings += _scanned_lines(result, build_command(), changed_how)
+    if result.warnings:
+        warn_caller("\n".join(result.warnings))
+
+
+def _scanned_lines(result: Explanation, command: str, changed_how: str) -> list[str]:
+    """:func:`note_scanned_files`'s lines: one for the changed files, one for the new ones."""
+    lines = []
+    if result.changed_files:
+        lines.append(
+            _several(
+                len(result.changed_files),
+                f"file changed since it was indexed ({changed_how}); it was scanned. Run "
+                f"`{command}` to re-index it.",
+                f"files changed since they were indexed ({changed_how}); they were scanned. "
+                f"Run `{command}` to re-index them.",
+            )
+        )
+    if result.unindexed_files:
+        lines.append(
+            _several(
+                len(result.unindexed_files),
+                f"file is not indexed (new since the build); it was scanned. Run `{command}` "
+                "to index it.",
+                "files are not indexed (new since the build); they were scanned. Run "
+                f"`{command}` to index them.",
+            )
+        )
+    return lines
+
+
+def _several(count: int, one: str, many: str) -> str:
+    """``count`` and the noun phrase that agrees with it."""
+    return f"{count} {one if count == 1 else many}"
+
+
+def _count(count: int, noun: str) -> str:
+    """``1 index``, ``2 indexes``; ``1 warning``, ``2 warnings``."""
+    return _several(count, noun, noun + ("es" if noun.endswith("x") else "s"))
 
 
 def prune(

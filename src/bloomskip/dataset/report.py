@@ -224,11 +224,13 @@ def explain_json(
 
     Returns:
         ``{"table", "indexes", "atoms", "across", "read", "avoided", "io", "analyzed",
-        "warnings"}``.
+        "warnings", "files_changed", "files_not_indexed"}``.
 
         ``table`` (a Delta or Iceberg table, else None): ``format``, ``snapshot``,
-        ``snapshot_files``, ``files_kept`` (by the table's partition values and statistics)
-        and ``pruning_predicate`` (what they were given, or None).
+        ``snapshot_files``, ``files_kept`` (by the table's partition values and statistics),
+        ``pruning_predicate`` (what they were given, or None) and ``files_changed_behind``
+        (files whose size in storage is not the one the table's metadata states: scanned,
+        never pruned).
 
         ``indexes``, one per index: ``name``, ``definition``, ``useful``, ``note`` (why it was
         not used), ``granules`` (indexed granules considered), ``granules_skipped``,
@@ -274,6 +276,12 @@ def explain_json(
         ``data_footers_read``, on a store that counts them (else empty). ``analyzed``: whether
         the exact filter ran.
 
+        ``files_changed`` and ``files_not_indexed``: the files scanned whole because they
+        changed since they were indexed, or are not in the index
+        (:attr:`~bloomskip.dataset.prune.Explanation.changed_files`,
+        :attr:`~bloomskip.dataset.prune.Explanation.unindexed_files`); ``warnings`` sums them
+        up in a line each.
+
     Example:
         >>> explain_json(result, ["user_id"])["indexes"][0]["granules_skipped"]  # doctest: +SKIP
         303
@@ -311,6 +319,8 @@ def explain_json(
         "io": {key: int(value) for key, value in result.io.items()},
         "analyzed": observation is not None,
         "warnings": list(result.warnings),
+        "files_changed": list(result.changed_files),
+        "files_not_indexed": list(result.unindexed_files),
     }
 
 
@@ -524,6 +534,7 @@ def _table_json(table: dict | None) -> dict | None:
         "snapshot_files": table["files"],
         "files_kept": table["files_kept"],
         "pruning_predicate": table["predicate"] or None,
+        "files_changed_behind": list(table.get("changed_behind", ())),
     }
 
 
@@ -671,7 +682,26 @@ def explain_text(
     lines.append(_avoided_text(facts["avoided"]))
     lines.extend(_io_text(facts["io"], facts["read"]))
     lines.extend(f"warning: {warning}" for warning in facts["warnings"])
+    lines.extend(_scanned_text(facts))
     return "\n".join(lines)
+
+
+def explanation_text(result: Explanation) -> str:
+    """``str(explanation)``: :func:`explain_text` as ``bloomskip query --explain`` prints it
+    without ``--select`` or ``--analyze`` (bytes over every column)."""
+    return explain_text(result, [])
+
+
+def _scanned_text(facts: dict) -> list[str]:
+    """One line per file scanned whole for being out of date, under the warnings that sum
+    them up."""
+    table = facts["table"] or {}
+    named = (
+        ("changed since indexed", facts["files_changed"]),
+        ("not indexed", facts["files_not_indexed"]),
+        ("changed behind the table's back", table.get("files_changed_behind", ())),
+    )
+    return [f"  {label}: {name}" for label, names in named for name in names]
 
 
 def _table_text(table: dict | None) -> list[str]:
@@ -768,11 +798,13 @@ def _across_text(across: dict | None) -> list[str]:
 
 def _read_text(read: dict, analyzed: bool) -> list[str]:
     """What is left to read and, when the exact filter ran, where the matching rows were."""
+    # Each figure is what is read of the whole: "9 of 120 row groups (in 8 of 60 files)".
     lines = [
-        f"read: {read['row_groups_to_read']}/{read['row_groups']} row groups in "
-        f"{read['files']} files, {read['rows_to_read']:,}/{read['rows']:,} rows"
+        f"read: {read['row_groups_to_read']} of {read['row_groups']} row groups (in "
+        f"{read['files_to_read']} of {read['files']} files), {read['rows_to_read']:,} of "
+        f"{read['rows']:,} rows"
         + (
-            f", {human_size(read['bytes_to_read'])}/{human_size(read['bytes'])}"
+            f", {human_size(read['bytes_to_read'])} of {human_size(read['bytes'])}"
             if read["bytes"] is not None
             else ""
         )

@@ -126,6 +126,11 @@ class FolderDataset:
         """
         return self._index_in_use()[0]
 
+    @property
+    def index_in_use(self) -> SidecarStore:
+        """The store of :attr:`index_path`: this dataset's sidecar, or its folder's."""
+        return self._store_at(self.index_path)
+
     def _index_in_use(self) -> tuple[Path, Path]:
         """``(sidecar read, the directory it names files relative to)``."""
         if self.index_folder is not None and not self.sidecar_path.exists():
@@ -663,7 +668,8 @@ class FolderDataset:
             >>> FolderDataset("logs/").explain("user_id = 42").row_groups()  # doctest: +SKIP
             [(PosixPath('/data/logs/part-3.parquet'), 17)]
         """
-        from bloomskip.dataset.prune import CHANGED, file_states, prune
+        from bloomskip.dataset.prune import file_states, note_scanned_files, prune
+        from bloomskip.dataset.report import explanation_text
         from bloomskip.dataset.sql.translate import check_where
         from bloomskip.errors import BloomskipError, FormatError
 
@@ -688,13 +694,11 @@ class FolderDataset:
         except OSError as exc:
             raise BloomskipError(f"cannot read a file of the dataset: {exc}") from exc
         result = prune(where, states, sidecar, cache.engines, cache.conditions)
-        for state in states:
-            if sidecar is not None and state.entry is None:
-                verb = "changed since it was indexed" if state.status == CHANGED else "not indexed"
-                warnings.append(f"{state.relative_path}: {verb}; scanning it")
         result.warnings = warnings + result.warnings
         result.schema_source = self._handoff_schema
         result.table_files = self._partitioning().table_files()
+        result.text_source = explanation_text
+        note_scanned_files(result, self.build_command, "new size or modification time")
         return result
 
     def plan_reader(self, explanation: Explanation):
@@ -709,6 +713,24 @@ class FolderDataset:
         return ExplanationReader(
             explanation, by_path=by_path, uniform=self._uniform, changed=changed_on_disk
         )
+
+    def build_command(self) -> str:
+        """The command that brings the index queries read up to date with the files.
+
+        For a glob served by its folder's index, that folder's build.
+
+        Example:
+            >>> FolderDataset("logs/").build_command()  # doctest: +SKIP
+            'bloomskip index build logs/'
+        """
+        import shlex
+
+        if self._borrowed():
+            return f"bloomskip index build {shlex.quote(str(self.index_folder))}"
+        command = f"bloomskip index build {shlex.quote(self.path)}"
+        if self._own_sidecar:
+            command += f" --sidecar {shlex.quote(str(self.sidecar_path))}"
+        return command
 
     def _handoff_schema(self) -> pa.Schema:
         """The schema of :meth:`Explanation.to_dataset`."""

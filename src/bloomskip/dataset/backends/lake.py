@@ -133,8 +133,9 @@ class LakeDataset:
 
             self.listing = TableListing(snapshot, self.store)
         root = self.store.uri if self.store is not None else self.location
+        self._default_index_location = f"{root}/{INDEX_DIRECTORY}"
         if index_location is None:
-            self.index_location = f"{root}/{INDEX_DIRECTORY}"
+            self.index_location = self._default_index_location
         else:
             self.index_location = os.fspath(index_location).rstrip("/")
         self.log = IndexLog(open_store(self.index_location))
@@ -341,9 +342,7 @@ class LakeDataset:
             existing = self.index.present_segments()
             covered = {key: item for key, item in covered.items() if item[0].key in existing}
         warnings = [warning for item in prepared for warning in never_used_warnings(item)]
-        warnings += [
-            self.listing.unverifiable(listed) for listed in files if listed.identity is None
-        ]
+        warnings += self.listing.unverifiable([item for item in files if item.identity is None])
         todo = [
             listed
             for listed in files
@@ -540,7 +539,7 @@ class LakeDataset:
 
     def _explain_listed(self, where: str, describe_data: bool) -> Explanation:
         """:meth:`explain` over one listing."""
-        from bloomskip.dataset.prune import prune
+        from bloomskip.dataset.prune import note_scanned_files, prune
 
         kept, predicate = self.listing.files_kept(where)
         before = self._io_snapshot()
@@ -581,7 +580,47 @@ class LakeDataset:
         }
         if describe_data:
             explanation.io["data_footers_read"] = footers
+        explanation.text_source = self._explanation_text
+        unverifiable = [listed.key for listed in files if listed.identity is None]
+        note_scanned_files(explanation, self.build_command, self._changed_how(), unverifiable)
         return explanation
+
+    def _explanation_text(self, explanation: Explanation) -> str:
+        """``str(explanation)``: the ``--explain`` text, for which the surviving files'
+        footers are read (once) as ``--explain`` reads them, to tell the bytes read."""
+        from bloomskip.dataset.report import explanation_text
+
+        if "data_footers_read" not in explanation.io:
+            explanation.io["data_footers_read"] = self._describe(explanation)
+        return explanation_text(explanation)
+
+    def build_command(self) -> str:
+        """The command that indexes this dataset's new and changed files.
+
+        Example:
+            >>> LakeDataset("s3://bucket/logs").build_command()  # doctest: +SKIP
+            'bloomskip index build s3://bucket/logs'
+        """
+        return self._build_command(self.location)
+
+    def _build_command(self, dataset: str) -> str:
+        """``bloomskip index build DATASET``, with the index location when not the default."""
+        import shlex
+
+        command = f"bloomskip index build {shlex.quote(dataset)}"
+        if self.index_location != self._default_index_location:
+            command += f" --index-location {shlex.quote(self.index_location)}"
+        return command
+
+    def _changed_how(self) -> str:
+        """What tells a changed file here, as a warning words it."""
+        from bloomskip._store import LocalStore
+
+        if self.store is None:
+            return "new size or footer"  # a caller's filesystem: the footer's hash
+        if isinstance(self.store, LocalStore):
+            return "new size or modification time"
+        return "new size or ETag"
 
     @staticmethod
     def _describe(explanation: Explanation) -> int:
@@ -678,7 +717,9 @@ class LakeDataset:
             elif segment is not None and useful:
                 sidecar = opened[segment.key]
                 entry = sidecar.files.get(listed.key) if sidecar is not None else None
-                status = INDEXED if entry is not None else NOT_INDEXED
+                # In a segment that cannot be read, a file is still indexed: the segment's
+                # warning says why it is scanned, and a build would not index it again.
+                status = INDEXED if entry is not None or sidecar is None else NOT_INDEXED
             elif segment is not None:
                 status = INDEXED  # no index can help this WHERE: nothing of it is read
             if entry is not None and manifest.granule == ROW_GROUP:

@@ -65,3 +65,14 @@ class TableDataset(LakeDataset):
         self.snapshot = snapshot
         #: Its files (``TableFile``: partition values, deletes) by key.
         self.table_files = self.listing.table_file
+        #: The table as given (a folder, a prefix or ``iceberg://CATALOG/NAMESPACE.TABLE``).
+        self.table = os.fspath(table)
+
+    def build_command(self) -> str:
+        """The command that indexes the table's new and changed files (its newest snapshot).
+
+        Example:
+            >>> TableDataset("iceberg://local/ns.events").build_command()  # doctest: +SKIP
+            'bloomskip index build iceberg://local/ns.events'
+        """
+        return self._build_command(self.table)

@@ -76,7 +76,8 @@ class PrefixListing:
         is_latest: Whether the files are the newest state of the dataset (a prefix always is;
             a table opened at an older snapshot is not).
         snapshot: The table snapshot listed (None for a prefix).
-        warnings: One line per file the last listing found changed behind a table's back.
+        warnings: What the last listing found wrong with the files (a table's files changed
+            behind its back, in one line).
     """
 
     is_latest = True
@@ -146,12 +147,20 @@ class PrefixListing:
             raise BloomskipError(f"{self.location}: the dataset holds no Parquet file")
         return files
 
-    def unverifiable(self, listed: ListedFile) -> str:
-        """Why a file whose listing gives no identity is left unindexed."""
-        return (
-            f"{self.uri_of(listed.key)}: not indexed: the store lists no ETag for it, so a "
-            "rewrite could not be detected (it is always scanned)"
-        )
+    def unverifiable(self, files: list[ListedFile]) -> list[str]:
+        """Why files whose listing gives no identity are left unindexed: one line, however
+        many (none for none)."""
+        if not files:
+            return []
+        if len(files) == 1:
+            return [
+                f"{self.uri_of(files[0].key)}: not indexed: the store lists no ETag for it, so "
+                "a rewrite could not be detected (it is always scanned)"
+            ]
+        return [
+            f"{len(files)} files not indexed: the store lists no ETag for them, so a rewrite "
+            f"could not be detected (they are always scanned; e.g. {self.uri_of(files[0].key)})"
+        ]
 
     # -- per-file adjustments ---------------------------------------------------------------
 

@@ -35,6 +35,7 @@ class TableListing(PrefixListing):
         super().__init__(snapshot.location, store)
         self.snapshot = snapshot
         self.table_file = {item.key: item for item in snapshot.files}
+        self.changed_behind: list[str] = []
 
     @property
     def is_latest(self) -> bool:
@@ -47,7 +48,7 @@ class TableListing(PrefixListing):
             BloomskipError: A file the snapshot names is not in storage.
         """
         listed = {info.key: info for info in objects}
-        files, warnings = [], []
+        files, changed_behind = [], []
         for item in self.snapshot.files:
             info = listed.get(item.key)
             if info is None:
@@ -58,19 +59,43 @@ class TableListing(PrefixListing):
                 )
             changed = info.size != item.size
             if changed:
-                warnings.append(
-                    f"{self.uri_of(item.key)}: {info.size:,} bytes in storage, "
-                    f"{item.size:,} per the table's metadata: changed behind the table's "
-                    "back; scanned, never pruned"
-                )
+                changed_behind.append(item.key)
             files.append(ListedFile(item.key, info, distrusted=changed))
-        self.warnings = warnings
+        #: The files whose size in storage is not the table's metadata's, in key order.
+        self.changed_behind = changed_behind
+        # One line however many: a copied or rewritten table would name each file otherwise.
+        self.warnings = [self._changed_behind_line(listed)] if changed_behind else []
         return files
 
-    def unverifiable(self, listed: ListedFile) -> str:
-        if listed.info.size != self.table_file[listed.key].size:
-            return f"{self.uri_of(listed.key)}: not indexed: it differs from the table's metadata"
-        return super().unverifiable(listed)
+    def _changed_behind_line(self, listed: dict[str, ObjectInfo]) -> str:
+        """The warning for :attr:`changed_behind`, its first file's sizes as the example."""
+        key = self.changed_behind[0]
+        sizes = (
+            f"{self.uri_of(key)}: {listed[key].size:,} bytes in storage, "
+            f"{self.table_file[key].size:,} per the table's metadata"
+        )
+        count = len(self.changed_behind)
+        if count == 1:
+            return f"{sizes}: changed behind the table's back; scanned, never pruned"
+        return (
+            f"{count} files changed behind the table's back (their size in storage is not the "
+            f"table's metadata's; e.g. {sizes}); scanned, never pruned"
+        )
+
+    def unverifiable(self, files: list[ListedFile]) -> list[str]:
+        differing = [item for item in files if item.info.size != self.table_file[item.key].size]
+        lines = super().unverifiable([item for item in files if item not in differing])
+        if len(differing) == 1:
+            lines.append(
+                f"{self.uri_of(differing[0].key)}: not indexed: it differs from the table's "
+                "metadata"
+            )
+        elif differing:
+            lines.append(
+                f"{len(differing)} files not indexed: they differ from the table's metadata "
+                f"(e.g. {self.uri_of(differing[0].key)})"
+            )
+        return lines
 
     def files_kept(self, where: str) -> tuple[set[str] | None, str | None]:
         """The files the table's own pruning (partition values, file statistics) keeps."""
@@ -86,6 +111,7 @@ class TableListing(PrefixListing):
             "files": len(self.snapshot.files),
             "files_kept": files_kept,
             "predicate": predicate,
+            "changed_behind": list(self.changed_behind),
         }
 
     def record(self) -> dict:
