@@ -43,7 +43,13 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec  # noqa: E402
 from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.table import StaticTable  # noqa: E402
 from pyiceberg.transforms import IdentityTransform  # noqa: E402
-from pyiceberg.types import LongType, NestedField, StringType, TimestampType  # noqa: E402
+from pyiceberg.types import (  # noqa: E402
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
 
 CATALOG = "bloomskiptest"
 DATABASE = "test_iceberg"  # this module's ClickHouse database
@@ -224,52 +230,82 @@ def test_an_empty_table_has_no_files(catalog):
         open_iceberg(f"iceberg://{CATALOG}/ns.empty", as_of="2030-01-01")
 
 
+def _nested_rows() -> pa.Table:
+    rows = _rows(0, 20)
+    point = pa.StructArray.from_arrays(
+        [pa.array(range(20), pa.int32()), pa.array(range(20), pa.int32())], ["x", "y"]
+    )
+    return rows.append_column("point", point).append_column(
+        "nums", pa.array([[i, -i] for i in range(20)], pa.list_(pa.int32()))
+    )
+
+
 @pytest.mark.parametrize(
     "change, refused",
     [
-        (lambda update: update.rename_column("msg", "message"), "renamed to 'message'"),
-        (lambda update: update.update_column("small", LongType()), "promoted from int to long"),
         (
-            lambda update: update.delete_column("msg").add_column("msg", StringType()),
-            "name 'msg' was given to two columns",
+            lambda update: update.rename_column(("point", "x"), "px"),
+            "nested Iceberg field 'point.x' was renamed to 'point.px'",
+        ),
+        (
+            lambda update: update.update_column(("nums", "element"), LongType()),
+            "'nums.element' was promoted from int to long",
         ),
         (
             lambda update: update.add_column("flag", StringType(), default_value="on"),
             "'flag' has an initial default",
         ),
     ],
-    ids=["rename", "promotion", "re-added", "default"],
+    ids=["nested-rename", "nested-promotion", "default"],
 )
-def test_a_schema_history_a_by_name_read_gets_wrong_is_refused(catalog, change, refused):
-    rows = _rows(0, 20)
-    rows = rows.append_column("small", pa.array(range(20), pa.int32()))
-    table = catalog.create_table("ns.evolving", schema=rows.schema)
-    table.append(rows)
+def test_a_schema_history_bloomskip_cannot_read_as_iceberg_does_is_refused(
+    catalog, change, refused
+):
+    # Before issue 33 a top-level rename, promotion or re-added name was refused here too: they
+    # are read by field id now (tests at the end of this module).
+    table = catalog.create_table("ns.evolving", schema=_nested_rows().schema)
+    table.append(_nested_rows())
     with table.update_schema() as update:
         change(update)
     with pytest.raises(BloomskipError, match=refused) as caught:
         open_iceberg(f"iceberg://{CATALOG}/ns.evolving")
     assert "\n" not in str(caught.value) and "not supported" in str(caught.value)
+    # The snapshot written before the change is read with its own schema: nothing to refuse.
+    first = table.metadata.snapshots[0].snapshot_id
+    assert open_iceberg(f"iceberg://{CATALOG}/ns.evolving", snapshot_id=first).files
 
 
-def test_name_mapping_aliases_are_refused_and_imported_files_read(catalog, tmp_path):
-    table = catalog.create_table("ns.imported", schema=_rows(0, 1).schema)
+def test_name_mapping_aliases_read_imported_files_and_nested_ones_are_refused(catalog):
+    table = catalog.create_table("ns.imported", schema=_nested_rows().schema)
     # A file written without field ids, added as it is: pyiceberg maps its columns by name.
     imported = Path(table.location().removeprefix("file://")) / "data" / "imported.parquet"
     imported.parent.mkdir(parents=True)
-    pq.write_table(_rows(0, 30), imported)
+    pq.write_table(_nested_rows(), imported)
     table.add_files([f"file://{imported}"])
     table = catalog.load_table("ns.imported")
     assert table.name_mapping() is not None
     opened = open_iceberg(f"iceberg://{CATALOG}/ns.imported")
-    assert [(item.key, item.records) for item in opened.files] == [("data/imported.parquet", 30)]
+    assert [(item.key, item.records) for item in opened.files] == [("data/imported.parquet", 20)]
+    # A rename makes the old name an alias in the mapping (issue 33: it was refused before):
+    # the file, which names the column "msg", is read under "message" as pyiceberg reads it.
+    with table.update_schema() as update:
+        update.rename_column("msg", "message")
+    table = catalog.load_table("ns.imported")
+    assert '"names":["msg","message"]' in table.name_mapping().model_dump_json()
+    uri = f"iceberg://{CATALOG}/ns.imported"
+    got = Dataset(uri).query("message = 'event 7 from user'")
+    assert (
+        got.to_pylist()
+        == table.scan(row_filter="message = 'event 7 from user'").to_arrow().to_pylist()
+    )
+    assert Dataset(uri).query("1").sort_by("id").equals(table.scan().to_arrow().sort_by("id"))
     mapping = table.name_mapping().model_dump_json()
-    aliased = mapping.replace('"names":["msg"]', '"names":["msg","message"]')
+    aliased = mapping.replace('"names":["x"]', '"names":["x","px"]')
     assert aliased != mapping
     with table.transaction() as transaction:
         transaction.set_properties({"schema.name-mapping.default": aliased})
-    with pytest.raises(BloomskipError, match="name it 'message'.*aliases are not"):
-        open_iceberg(f"iceberg://{CATALOG}/ns.imported")
+    with pytest.raises(BloomskipError, match="name it 'px'.*nested name-mapping aliases are not"):
+        open_iceberg(uri)
 
 
 def _partitioned(catalog: SqlCatalog):
@@ -726,3 +762,257 @@ def test_position_deletes_end_to_end(chdb_session, tmp_path, monkeypatch, catalo
     assert main(["query", uri, "--where", where, "--snapshot-id", "12345"]) == 2
     error = capsys.readouterr().err.strip()
     assert "snapshot 12345 does not exist" in error and "\n" not in error
+
+
+# -- schema evolution: columns found by field id (issue 33) ---------------------------------
+
+
+def _evolving_rows(first: int, count: int, text: str = "s", wide: bool = False) -> pa.Table:
+    """``n`` holds negative numbers (Int32 and Int64 hash those differently), ``w`` numbers a
+    float32 holds exactly; ``wide``: as the promoted types, ``n`` beyond Int32."""
+    ids = np.arange(first, first + count, dtype=np.int64)
+    n = (ids % 500) - 250
+    if wide:
+        n = np.where(ids % 2 == 0, n, n * 10_000_019)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "n": pa.array(n, pa.int64() if wide else pa.int32()),
+            "w": pa.array(ids / 8, pa.float64() if wide else pa.float32()),
+            text: pa.array([f"m{i} word{i % 7}" for i in ids.tolist()]),
+        }
+    )
+
+
+def _pyiceberg_rows(table, snapshot_id: int | None, where: str, row_filter: str | None) -> list:
+    """pyiceberg's rows (ids) for a WHERE: its own row filter where it can say the WHERE,
+    else its whole scan filtered by DuckDB. ``snapshot_id`` None: the table as it is now
+    (pyiceberg reads it with the current schema)."""
+    scan = table.scan(row_filter=row_filter or "true", snapshot_id=snapshot_id)
+    rows = scan.to_arrow()
+    if row_filter is None:
+        connection = duckdb.connect()
+        connection.register("rows", rows)
+        query = f"SELECT id FROM rows WHERE {clickhouse_to_duckdb(where)}"
+        return sorted(row[0] for row in connection.execute(query).fetchall())
+    return sorted(rows.column("id").to_pylist())
+
+
+def _checked(uri: str, table, where: str, row_filter: str | None, snapshot_id=None):
+    """Query ``where`` through bloomskip, assert pyiceberg's rows, return the explanation."""
+    dataset = Dataset(uri, snapshot_id=snapshot_id)
+    explanation = dataset.explain(where)
+    got = dataset.run(explanation, where, ["id"]).column("id").to_pylist()
+    assert sorted(got) == _pyiceberg_rows(table, snapshot_id, where, row_filter), where
+    return explanation
+
+
+def _outcome(explanation, name: str):
+    return next(o for o in explanation.indexes if f"INDEX {name} " in o.definition)
+
+
+EVOLVING_INDEXES = [
+    "INDEX n_bf n TYPE bloom_filter(0.01)",
+    "INDEX w_bf w TYPE bloom_filter(0.01)",
+    "INDEX s_bf s TYPE bloom_filter(0.01)",
+]
+
+
+def test_an_index_follows_its_column_through_renames_and_promotions(catalog):
+    from bloomskip.clickhouse.types import value_hashes
+    from bloomskip.dataset.report import observe_matches
+
+    uri = f"iceberg://{CATALOG}/ns.evolve"
+    first = _evolving_rows(0, 2000)
+    table = catalog.create_table(
+        "ns.evolve", schema=first.schema, properties={"write.parquet.row-group-limit": "200"}
+    )
+    table.append(first)
+    Dataset(uri).build_index(EVOLVING_INDEXES, progress=False)
+    with table.update_schema() as update:
+        update.rename_column("s", "text")
+        update.update_column("n", LongType())
+        update.update_column("w", DoubleType())
+    table = catalog.load_table("ns.evolve")
+    # No data written since: the current schema names and types the old file's columns.
+    assert Dataset(uri).snapshot.schema.field("text").type == pa.string()
+    assert Dataset(uri).snapshot.schema.field("n").type == pa.int64()
+    # The old file's n was hashed as Int32; as Int64, -200 hashes otherwise: a probe in the
+    # new type would skip the granules holding it (a false negative this test catches).
+    assert (
+        value_hashes(pa.array([-200], pa.int32()), "Int32")[0][0]
+        != (value_hashes(pa.array([-200], pa.int64()), "Int64")[0][0])
+    )
+    probes = [
+        ("text = 'm17 word3'", "text = 'm17 word3'", "s_bf"),
+        ("n = -200", "n = -200", "n_bf"),
+        ("n IN (-200, 5000000000)", "n IN (-200, 5000000000)", "n_bf"),
+        ("w = 2.125", "w = 2.125", "w_bf"),
+    ]
+    for where, row_filter, index in probes:
+        explanation = _checked(uri, table, where, row_filter)
+        outcome = _outcome(explanation, index)
+        assert outcome.useful and outcome.granules_skipped > 0, (where, outcome)
+    served = _outcome(Dataset(uri).explain("text = 'm17 word3'"), "s_bf").definition
+    assert served == "INDEX s_bf text TYPE bloom_filter(0.01) GRANULARITY 1"
+    dataset = Dataset(uri)
+    explanation = dataset.explain("text = 'm17 word3'")
+    assert observe_matches(explanation, "text = 'm17 word3'", dataset.table_files).rows_matched == 1
+
+    # Rows written with the new schema: n beyond Int32, w a double, text under its new name.
+    table.append(_evolving_rows(5000, 600, "text", wide=True))
+    table = catalog.load_table("ns.evolve")
+    probes.append(("n = -2490004731", "n = -2490004731", "n_bf"))  # -249 * 10_000_019
+    probes.append(("text = 'm5017 word5'", "text = 'm5017 word5'", "s_bf"))
+    for where, row_filter, _ in probes:
+        _checked(uri, table, where, row_filter)  # the new file is not indexed: scanned
+    report = Dataset(uri).build_index(progress=False)
+    # Hashed as Int32 and Float32, the index cannot hold the new values: rebuilt as the
+    # columns' new types. The renamed column needed nothing.
+    assert sorted(report.rebuilt) == sorted(item.key for item in Dataset(uri).snapshot.files)
+    assert len(report.warnings) == 2 and all("the table promoted it" in w for w in report.warnings)
+    assert any("'n' is Int64 now, Int32 when indexed" in w for w in report.warnings)
+    manifest = Dataset(uri).backend.latest_manifest()
+    fields = {field.name: field.field_id for field in table.schema().fields}
+    assert manifest.table["columns"] == {"n": fields["n"], "w": fields["w"], "s": fields["text"]}
+    assert [spec.definition for spec in manifest.indexes] == [
+        "INDEX n_bf n TYPE bloom_filter(0.01) GRANULARITY 1",
+        "INDEX w_bf w TYPE bloom_filter(0.01) GRANULARITY 1",
+        "INDEX s_bf s TYPE bloom_filter(0.01) GRANULARITY 1",
+    ], "the definitions stay as written: the segments hold them"
+    for where, row_filter, index in probes:
+        outcome = _outcome(_checked(uri, table, where, row_filter), index)
+        assert outcome.useful and outcome.granules_skipped > 0, (where, outcome)
+
+    # An index defined after the rename, over old and new files.
+    Dataset(uri).build_index(["INDEX text_tok text TYPE tokenbf_v1(512, 2, 0)"], progress=False)
+    outcome = _outcome(_checked(uri, table, "hasToken(text, 'm17')", None), "text_tok")
+    assert outcome.useful and outcome.granules_skipped > 0
+
+    # Renamed again: both indexes serve the new name at once, and a build re-indexes nothing.
+    with table.update_schema() as update:
+        update.rename_column("text", "body")
+    table = catalog.load_table("ns.evolve")
+    for where, index in [("body = 'm17 word3'", "s_bf"), ("hasToken(body, 'm5017')", "text_tok")]:
+        outcome = _outcome(_checked(uri, table, where, None), index)
+        assert outcome.useful and outcome.granules_skipped > 0, (where, outcome)
+    report = Dataset(uri).build_index(progress=False)
+    assert report.rebuilt == [] and report.warnings == []
+
+    # Every snapshot, under the names it had: pyiceberg's rows, the index used.
+    for snapshot in table.metadata.snapshots:
+        names = {field.name for field in table.schemas()[snapshot.schema_id].fields}
+        (text,) = names & {"s", "text", "body"}
+        where = f"{text} = 'm1234 word2'"
+        # pyiceberg binds a row filter with the current schema, whatever the snapshot.
+        row_filter = where if text == "body" else None
+        outcome = _outcome(_checked(uri, table, where, row_filter, snapshot.snapshot_id), "s_bf")
+        assert outcome.useful and outcome.granules_skipped > 0, (snapshot.snapshot_id, outcome)
+        everything = Dataset(uri, snapshot_id=snapshot.snapshot_id).query("1").sort_by("id")
+        reference = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow().sort_by("id")
+        assert everything.to_pylist() == reference.to_pylist()
+
+
+def test_dropped_and_re_added_columns_read_as_pyiceberg_reads_them(catalog, capsys):
+    uri = f"iceberg://{CATALOG}/ns.readded"
+    first = _evolving_rows(0, 1000).append_column("code", pa.array(range(1000), pa.int64()))
+    table = catalog.create_table(
+        "ns.readded", schema=first.schema, properties={"write.parquet.row-group-limit": "100"}
+    )
+    table.append(first)
+    Dataset(uri).build_index(
+        ["INDEX s_bf s TYPE bloom_filter(0.01)", "INDEX code_bf code TYPE bloom_filter(0.01)"],
+        progress=False,
+    )
+    # "s" is renamed and another column takes its name; "code" is dropped and added again,
+    # now a string: the old file holds neither new column.
+    with table.update_schema() as update:
+        update.rename_column("s", "text")
+    with table.update_schema() as update:
+        update.add_column("s", StringType())
+        update.delete_column("code")
+    with table.update_schema() as update:
+        update.add_column("code", StringType())
+    later = _evolving_rows(2000, 500, "text").append_column(
+        "s", pa.array([f"m{i % 1000} word{i % 7}" for i in range(500)])
+    )
+    table.append(later.append_column("code", pa.array([str(i) for i in range(500)])))
+    table = catalog.load_table("ns.readded")
+    everything = Dataset(uri).query("1").sort_by("id").to_pylist()
+    assert everything == table.scan().to_arrow().sort_by("id").to_pylist()
+    assert all(row["s"] is None and row["code"] is None for row in everything if row["id"] < 1000)
+    for where, index in [
+        ("s = 'm17 word3'", None),  # the new column: the index on the old "s" must not serve it
+        ("text = 'm17 word3'", "s_bf"),  # the old one, renamed
+        ("code = '17'", None),
+    ]:
+        explanation = _checked(uri, table, where, where)
+        for outcome in explanation.indexes:
+            assert outcome.useful == (f"INDEX {index} " in outcome.definition), (where, outcome)
+    oldest = table.metadata.snapshots[0].snapshot_id
+    assert _outcome(_checked(uri, table, "s = 'm17 word3'", None, oldest), "s_bf").useful
+    code = _outcome(Dataset(uri).explain("text = 'm17 word3'"), "code_bf")
+    assert "its column 'code' (Iceberg field 5) is not in snapshot" in code.note
+    # A build cannot keep an index whose column is gone: it says what to do, on one line.
+    with pytest.raises(BloomskipError, match=r"was dropped from the table; drop it \(bloomskip"):
+        Dataset(uri).build_index(progress=False)
+    capsys.readouterr()
+    assert main(["index", "build", uri]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"index drop {uri} code_bf" in error and "\n" not in error
+    assert main(["index", "drop", uri, "code_bf"]) == 0
+    # "s" now names another column: the index follows its column under its new name, and is
+    # built again (its segments hold the old definition).
+    report = Dataset(uri).build_index(progress=False)
+    assert len(report.rebuilt) == 2 and len(report.warnings) == 1
+    assert "its column 's' is now named 'text', and 's' names another column" in report.warnings[0]
+    manifest = Dataset(uri).backend.latest_manifest()
+    assert [spec.definition for spec in manifest.indexes] == [
+        "INDEX s_bf text TYPE bloom_filter(0.01) GRANULARITY 1"
+    ]
+    outcome = _outcome(_checked(uri, table, "text = 'm17 word3'", "text = 'm17 word3'"), "s_bf")
+    assert outcome.useful and outcome.granules_skipped > 0
+    assert not _outcome(_checked(uri, table, "s = 'm17 word3'", "s = 'm17 word3'"), "s_bf").useful
+
+
+def test_the_tables_own_pruning_at_an_older_snapshot_reads_its_names(catalog):
+    uri = f"iceberg://{CATALOG}/ns.swapped"
+    rows = pa.table({"id": pa.array(range(300)), "a": [f"a{i:03}" for i in range(300)]})
+    rows = rows.append_column("b", pa.array([f"b{i:03}" for i in range(300)]))
+    table = catalog.create_table("ns.swapped", schema=rows.schema)
+    for first in range(0, 300, 100):
+        table.append(rows.slice(first, 100))
+    with table.update_schema() as update:
+        update.rename_column("a", "tmp")
+    with table.update_schema() as update:
+        update.rename_column("b", "a")
+    with table.update_schema() as update:
+        update.rename_column("tmp", "b")
+    table = catalog.load_table("ns.swapped")
+    # The snapshot asked for by id is read with its own schema (as pyiceberg reads it), from
+    # before the swap. pyiceberg's planning binds a name with the current schema: at
+    # the snapshot, "a" holds 'a017', but today's "a" (then "b") holds only b-values, and
+    # pyiceberg's own pruning loses the file.
+    before = table.current_snapshot().snapshot_id
+    assert not _planned(table, before, "a = 'a017'")
+    for where in ["a = 'a017'", "a IN ('a017', 'a250')", "b = 'b003'"]:
+        explanation = _checked(uri, table, where, None, before)
+        assert explanation.table["predicate"] and explanation.table["files_kept"] == 3
+    explanation = _checked(uri, table, "a = 'b017'", "a = 'b017'")
+    assert explanation.table["files_kept"] == 1, "today's names are pyiceberg's own"
+
+
+def test_an_index_column_is_bound_to_the_field_it_named_when_built():
+    from bloomskip.dataset.listing.tables.snapshot import FieldHistory
+
+    history = FieldHistory(
+        at={10: {"msg": 4, "id": 1}, 20: {"message": 4, "msg": 7, "id": 1}},
+        ever={"msg": frozenset({4, 7}), "message": frozenset({4}), "id": frozenset({1})},
+    )
+    # Recorded bindings win; else the snapshot the index was built at names the field.
+    assert history.field_of("msg", {"snapshot": 20, "columns": {"msg": 4}}) == 4
+    assert history.field_of("msg", {"snapshot": 10}) == 4
+    assert history.field_of("msg", {"snapshot": 20}) == 7
+    # That snapshot expired: a name only one field ever had is that field's; else unknown.
+    assert history.field_of("message", {"snapshot": 99}) == 4
+    assert history.field_of("msg", {"snapshot": 99}) is None

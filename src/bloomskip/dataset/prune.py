@@ -331,8 +331,13 @@ def surviving_dataset(
         table_file = table_files.get(state.relative_path)
         if state.source.format == "parquet":
             fragment = made[access.number]
+            held = _held_by_field_id(table_file, state, fragment)
             if table_file is not None and table_file.deleted is not None:
-                batches.extend(_without_deleted(fragment, state, groups, table_file, schema))
+                batches.extend(_without_deleted(fragment, state, groups, table_file, schema, held))
+            elif held is not None:
+                # Its columns lie under other names than the table's (renamed, or added again
+                # under a dropped one's name): read by field id, as Iceberg reads them.
+                batches.extend(_fragment_table(fragment, schema, held).to_batches())
             elif _holds_partition_columns(table_file, fragment):
                 # A partition value overrides the file's own column of that name (ClickHouse's
                 # hive rule): pyarrow fills only the columns a file lacks.
@@ -428,6 +433,30 @@ def _has_view_types(state: FileState, fragment) -> bool:
     return False
 
 
+def _held_by_field_id(table_file, state: FileState, fragment) -> dict | None:
+    """Where a table file holds each column, when its field ids say otherwise than its names
+    (:meth:`~bloomskip.dataset.listing.field_ids.FieldIds.in_file`); None: read by name."""
+    if table_file is None or table_file.field_ids is None:
+        return None
+    metadata = state.layout.metadata if state.layout is not None else None
+    physical = (
+        metadata.schema.to_arrow_schema() if metadata is not None else fragment.physical_schema
+    )
+    return table_file.field_ids.in_file(physical)
+
+
+def _fragment_table(fragment, schema: pa.Schema, held: dict | None, columns=None) -> pa.Table:
+    """A fragment's rows as ``schema`` reads them (by field id where ``held`` says where),
+    of ``columns`` only when given."""
+    names = schema.names if columns is None else columns
+    if held is None:
+        return fragment.to_table(schema=schema, columns=names)
+    from bloomskip.dataset.listing.field_ids import physical_names, read_as
+
+    table = fragment.to_table(columns=physical_names(held, names))
+    return read_as(table, held, schema, names)
+
+
 def _holds_partition_columns(table_file, fragment) -> bool:
     if table_file is None or not table_file.partition:
         return False
@@ -463,8 +492,11 @@ def _partition_expression(table_file, schema: pa.Schema):
     return expression
 
 
-def _without_deleted(fragment, state: FileState, groups: list[int], table_file, schema):
-    """The kept row groups of a file whose snapshot deleted rows, those rows dropped."""
+def _without_deleted(
+    fragment, state: FileState, groups: list[int], table_file, schema, held: dict | None = None
+):
+    """The kept row groups of a file whose snapshot deleted rows, those rows dropped (its
+    columns read by field id where ``held`` says where)."""
     import numpy as np
     import pyarrow as pa
 
@@ -472,7 +504,7 @@ def _without_deleted(fragment, state: FileState, groups: list[int], table_file, 
     positions = np.concatenate(
         [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
     )
-    table = fragment.to_table(schema=schema)
+    table = _fragment_table(fragment, schema, held)
     if table.num_rows != len(positions):
         raise FormatError(
             f"holds {table.num_rows} rows in row groups {groups[:3]}…, its layout says "
@@ -748,6 +780,7 @@ def prune(
     sidecar: Sidecar | None,
     engine_cache: dict,
     condition_cache: dict | None = None,
+    unusable: Mapping[int, str] | None = None,
 ) -> Explanation:
     """Evaluate every sidecar index against ``where`` and combine the decisions.
 
@@ -758,6 +791,8 @@ def prune(
         engine_cache: Reused across calls: decoded ``SkipIndex`` objects keyed by index and the
             set of valid files.
         condition_cache: Reused across calls: compiled conditions keyed by WHERE and index.
+        unusable: Indexes (by number) that must not be used, each with why (a table's index
+            whose column the snapshot does not have): every granule is kept for them.
 
     Returns:
         An :class:`Explanation`; its warnings name indexes that could not be used.
@@ -774,6 +809,9 @@ def prune(
         outcomes.append(outcome)
         if not indexed:
             outcome.note = "no file is indexed"
+            continue
+        if unusable and number in unusable:
+            outcome.note = f"not used: {unusable[number]}"
             continue
         try:
             condition = _condition(spec, where, condition_cache)

@@ -168,7 +168,7 @@ def _read_rows(state, groups, columns: list[str], schema, table_file):
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
-    from bloomskip.dataset.prune import _partition_expression
+    from bloomskip.dataset.prune import _fragment_table, _held_by_field_id, _partition_expression
 
     rows = np.asarray(state.layout.rows, np.int64)
     starts = np.cumsum(rows) - rows
@@ -186,8 +186,12 @@ def _read_rows(state, groups, columns: list[str], schema, table_file):
             _partition_expression(table_file, schema),
             row_groups=[int(g) for g in groups],
         )
-        data = pads.FileSystemDataset([fragment], schema, parquet, filesystem)
-        table = data.to_table(columns=columns)
+        held = _held_by_field_id(table_file, state, fragment)
+        if held is None:
+            data = pads.FileSystemDataset([fragment], schema, parquet, filesystem)
+            table = data.to_table(columns=columns)
+        else:  # a table's columns under other names in this file: read by field id
+            table = _fragment_table(fragment, schema, held, columns)
     else:
         reader = pa.ipc.open_file(pa.memory_map(str(state.source.path)))
         stored = pa.Table.from_batches([reader.get_batch(int(g)) for g in groups])

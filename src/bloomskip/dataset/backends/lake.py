@@ -359,7 +359,7 @@ class LakeDataset:
         segments = self._build_segments(
             todo, prepared, granule, progress, reusable, migrated, jobs, client
         )
-        table = self.listing.record()
+        table = self.listing.record(specs, manifest)
         unchanged = (
             same
             and len(covered) == len(manifest.files())
@@ -421,10 +421,13 @@ class LakeDataset:
             raise BloomskipError("no --index given and no existing index to refresh")
         # Every file's columns, as the sidecar layout sees them: an index may be over a column
         # that only some files hold (the others' rows are NULLs to it, as to the scan).
-        schema = self._schema(files, manifest)
+        schema, kept, field_ids = self.listing.build_indexes(
+            manifest, self._schema(files, manifest)
+        )
+        # An Iceberg table's files are read by field id, as the table and its indexes name them.
+        self.writer.field_ids = None if field_ids is None else (field_ids, schema)
         existing = [
-            prepare_index(spec.definition, schema, dict(spec.column_types))
-            for spec in (manifest.indexes if manifest is not None else ())
+            prepare_index(spec.definition, schema, dict(spec.column_types)) for spec in kept
         ]
         requested = [prepare_index(text, schema) for text in indexes or ()]
         prepared = merge_indexes(existing, requested, replace)
@@ -556,10 +559,9 @@ class LakeDataset:
         cache = self._cache
         state = cache.state
         states = self._states(files, manifest, where, warnings, kept)
-        sidecar = (
-            Sidecar(manifest.granule, list(manifest.indexes), {}) if manifest is not None else None
-        )
-        explanation = prune(where, states, sidecar, cache.engines, cache.conditions)
+        served, unusable = self.listing.served_indexes(manifest) if manifest else ([], {})
+        sidecar = Sidecar(manifest.granule, served, {}) if manifest is not None else None
+        explanation = prune(where, states, sidecar, cache.engines, cache.conditions, unusable)
         explanation.warnings[:0] = self.listing.warnings + warnings
         explanation.table = self.listing.describe(predicate, len(explanation.files))
         index_io = self._io_snapshot()
@@ -665,7 +667,10 @@ class LakeDataset:
         if where is None:
             return list(range(len(manifest.indexes)))
         useful = []
-        for number, spec in enumerate(manifest.indexes):
+        served, unusable = self.listing.served_indexes(manifest)
+        for number, spec in enumerate(served):
+            if number in unusable:
+                continue
             try:
                 if _condition(spec, where, self._cache.conditions).useful:
                     useful.append(number)

@@ -57,6 +57,9 @@ class SegmentWriter:
         self._store = store
         self._log = log
         self._arrow = (filesystem, location) if filesystem is not None else None
+        #: ``(FieldIds, schema)``: the files' columns are found by field id and read as the
+        #: schema names and types them (an Iceberg table's build); None: by name.
+        self.field_ids = None
 
     def __getstate__(self) -> dict:
         # Stores, logs and a derived filesystem hold connections: a worker opens its own.
@@ -207,6 +210,10 @@ class SegmentWriter:
             raise
         except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
             raise BloomskipError(f"{uri}: cannot index it: {one_line(exc)}") from exc
+        if self.field_ids is not None:
+            from bloomskip.dataset.listing.field_ids import FieldIdParquet
+
+            opened = FieldIdParquet(opened, *self.field_ids)
         self._check_types(listed, opened.schema, prepared)
         entry = index_file(
             source, listed.key, prepared, granule, executor, max_in_flight, opened, groups, uri

@@ -123,7 +123,8 @@ class Manifest:
         indexes: The index definitions every segment holds, in order.
         segments: The live segments, in commit order.
         table: For a Delta or Iceberg table, the newest snapshot a build covered
-            (``TableSnapshot.record()``: format, snapshot, sequence); None for plain files.
+            (``TableListing.record()``: format, snapshot, sequence, and for Iceberg the field
+            id each index column is bound to, ``columns``); None for plain files.
         damaged: One line per segment entry left out when the version was read (it failed
             its checksum, or its schema cannot be the files'): its files are scanned, and the
             next build indexes them again. Never written.
@@ -1935,7 +1936,19 @@ def _table_record(item: object, check: _Checker) -> dict[str, int | str] | None:
         "is not an integer",
     )
     sequence = check.count(item.get("sequence"), "table.sequence")
-    return {"format": item["format"], "snapshot": item["snapshot"], "sequence": sequence}
+    record = {"format": item["format"], "snapshot": item["snapshot"], "sequence": sequence}
+    columns = item.get("columns")
+    if columns is not None:
+        check.that(
+            isinstance(columns, dict)
+            and all(
+                isinstance(value, int) and not isinstance(value, bool) for value in columns.values()
+            ),
+            "table.columns",
+            "is not an object of field ids",
+        )
+        record["columns"] = dict(columns)
+    return record
 
 
 def _index_spec(item: object, where: str, check: _Checker) -> IndexSpec:

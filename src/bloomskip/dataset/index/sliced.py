@@ -41,7 +41,7 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -1151,7 +1151,7 @@ class SlicedGranules(Granules):
         Raises:
             ValueError: A condition compiled for another index definition.
         """
-        if condition.definition != self.header.definition:
+        if not _same_index(condition.definition, self.header.definition):
             raise ValueError(
                 f"the condition is for {condition.definition.to_sql()!r}, the part for "
                 f"{self.header.definition.to_sql()!r}"
@@ -1444,3 +1444,13 @@ def may_match(
     granules = sliced_granules(header, source)
     granules.fetch(granules.plan(condition), read_ranges)
     return condition.may_match(granules)
+
+
+def _same_index(condition_for, part_for) -> bool:
+    """Whether a condition's index definition is the part's: equal but perhaps for the names
+    of its columns, which an Iceberg table may have renamed since the part was written (the
+    index follows the column's field id, docs/tables.md)."""
+    functions = [item.function for item in condition_for.index_columns]
+    return functions == [item.function for item in part_for.index_columns] and (
+        replace(condition_for, expressions=part_for.expressions) == part_for
+    )

@@ -173,9 +173,21 @@ class PrefixListing:
         """What :meth:`files_kept` did, for ``Explanation.table`` (None for a prefix)."""
         return None
 
-    def record(self) -> dict | None:
-        """The snapshot a build covers (``Manifest.table``): None for a prefix."""
+    def record(self, indexes=(), base=None) -> dict | None:
+        """The snapshot a build of ``indexes`` (on top of the manifest ``base``) covers
+        (``Manifest.table``): None for a prefix."""
         return None
+
+    def served_indexes(self, manifest) -> tuple[list, dict[int, str]]:
+        """A manifest's index definitions as a query of these files uses them, and the ones
+        it cannot use, by number (a prefix: every definition as it is)."""
+        return list(manifest.indexes), {}
+
+    def build_indexes(self, manifest, schema: pa.Schema) -> tuple[pa.Schema, list, object]:
+        """The schema a build prepares its definitions against and reads the files as, the
+        manifest's definitions as it keeps them, and the field ids the files' columns are found
+        by (a prefix: ``schema``, the definitions as they are, and None: by name)."""
+        return schema, list(manifest.indexes) if manifest is not None else [], None
 
     def schema(self) -> pa.Schema | None:
         """The dataset's schema when the location states it (None: from the files)."""

@@ -6,10 +6,12 @@ object-store prefix holding a ``metadata/`` folder of ``*.metadata.json`` files 
 without a catalog, as ClickHouse's ``IcebergLocal`` or a Hadoop catalog writes them). The
 snapshot's manifests name its data files and the position-delete files that apply to each.
 
-bloomskip reads the data files by column name; whatever would make that read differ from
-Iceberg's by-field-id read, and every delete it cannot apply, is refused by name: equality
-deletes, deletion vectors, data files that are not Parquet, renamed or re-added columns, type
-promotions, column defaults.
+bloomskip reads the top-level columns of the data files by field id, as Iceberg does
+(:mod:`bloomskip.dataset.listing.field_ids`): a column renamed, dropped, added again under an
+old name or promoted (int to long, float to double, a decimal to more digits) reads as Iceberg
+reads it. Whatever would still make its read differ from Iceberg's, and every delete it cannot
+apply, is refused by name: equality deletes, deletion vectors, data files that are not Parquet,
+renamed or promoted nested fields, column defaults.
 
 Example:
     >>> snapshot = open_iceberg("iceberg://local/logs.events")  # doctest: +SKIP
@@ -26,7 +28,9 @@ from datetime import UTC
 from typing import TYPE_CHECKING
 
 from bloomskip._store import one_line, open_store
+from bloomskip.dataset.listing.field_ids import FieldIds
 from bloomskip.dataset.listing.tables.snapshot import (
+    FieldHistory,
     TableFile,
     TableSnapshot,
     parse_timestamp,
@@ -82,10 +86,15 @@ def open_iceberg(
         raise BloomskipError("give --snapshot-id or --as-of, not both")
     table = _load_catalog_table(uri) if uri.startswith(ICEBERG_SCHEME) else _load_folder(uri)
     snapshot = _snapshot(table, uri, snapshot_id, as_of)
-    _check_schemas(table, uri)
-    _check_name_mapping(table, uri)
+    latest = snapshot_id is None and as_of is None
+    read_as = _schema_of(table, None if latest else snapshot)
+    _check_schemas(table, uri, read_as, snapshot)
+    field_ids = FieldIds(
+        {field.name: field.field_id for field in read_as.fields}, _name_mapping(table, uri)
+    )
+    history = _history(table)
     location = _plain(table.location()).rstrip("/")
-    schema = _arrow_schema(table, snapshot, uri)
+    schema = _arrow_schema(read_as, uri)
     if snapshot is None:
         return TableSnapshot(
             format="iceberg",
@@ -98,9 +107,11 @@ def open_iceberg(
             files=(),
             is_latest=True,
             keep_files=lambda text: frozenset(),
+            field_ids=field_ids,
+            history=history,
         )
     tasks = _plan(table, uri, snapshot.snapshot_id)
-    files = _files(table, uri, location, tasks)
+    files = _files(table, uri, location, tasks, field_ids)
     everything = frozenset(item.key for item in files)
     trusted = _summaries_hold(table, uri, snapshot)
     current = table.current_snapshot()
@@ -115,10 +126,12 @@ def open_iceberg(
         files=files,
         is_latest=current is not None and current.snapshot_id == snapshot.snapshot_id,
         keep_files=lambda text: (
-            _keep_files(table, uri, location, snapshot.snapshot_id, text, everything)
+            _keep_files(table, uri, location, snapshot.snapshot_id, read_as, text, everything)
             if trusted
             else everything
         ),
+        field_ids=field_ids,
+        history=history,
     )
 
 
@@ -299,59 +312,101 @@ def _iso(timestamp_ms: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _check_schemas(table, uri: str) -> None:
-    """Refuse a schema history a by-name read of the files would get wrong.
+def _schema_of(table, snapshot):
+    """The pyiceberg schema a snapshot is read with, as pyiceberg's scan reads it: a snapshot
+    asked for by id or time, its own; the table's newest state (``snapshot`` None), the
+    table's current schema, which a rename or promotion changes before any data is written."""
+    schema = table.metadata.schema()
+    if snapshot is not None and snapshot.schema_id is not None:
+        schema = table.metadata.schema_by_id(snapshot.schema_id) or schema
+    return schema
 
-    Iceberg reads a data file's columns by field id. bloomskip (like DuckDB over the files)
-    reads them by name, which gives the same rows exactly when every field id kept one name
-    and one type through the table's history, and no name was given to two field ids. A column
-    added later is fine: older files lack it, and both reads give NULLs, unless the column
-    has an initial default (Iceberg v3), which Iceberg returns for them instead.
+
+def _check_schemas(table, uri: str, read_as, snapshot) -> None:
+    """Refuse a schema history whose files bloomskip cannot read as Iceberg reads them.
+
+    The snapshot's files, written under the table's schemas up to the snapshot's, are read
+    with ``read_as``. Their top-level columns are found by field id and cast to its types
+    (``listing/field_ids.py``), so a top-level column may have been renamed, dropped, added
+    (again under an old name) and promoted from int to long, float to double, or to a decimal
+    of more digits. What lies inside a column (a struct's fields, a list's element, a map's
+    keys and values) is read by name and type as the file holds it: a nested rename or
+    promotion is refused, and so is an initial default (Iceberg v3), which files written
+    before the column was added read as, not as NULL.
     """
     from pyiceberg.schema import index_by_id, index_name_by_id
     from pyiceberg.types import PrimitiveType
 
-    names: dict[int, str] = {}
-    types: dict[int, object] = {}
-    ids: dict[str, int] = {}
-    for schema in table.metadata.schemas:
+    wanted = index_by_id(read_as)
+    wanted_names = index_name_by_id(read_as)
+    top = {field.field_id for field in read_as.fields}
+    for schema in _written_with(table, read_as, snapshot):
         fields = index_by_id(schema)
         for field_id, name in index_name_by_id(schema).items():
             field = fields[field_id]
-            if names.setdefault(field_id, name) != name:
-                raise BloomskipError(
-                    f"{uri}: the Iceberg column {names[field_id]!r} was renamed to {name!r}; "
-                    "bloomskip reads the data files by column name, so older files would not "
-                    "be read right (column renames are not supported)"
-                )
-            if ids.setdefault(name, field_id) != field_id:
-                raise BloomskipError(
-                    f"{uri}: the Iceberg column name {name!r} was given to two columns (field "
-                    f"ids {ids[name]} and {field_id}: dropped and added again); bloomskip "
-                    "reads the data files by column name, so older files would not be read "
-                    "right (re-used column names are not supported)"
-                )
-            primitive = isinstance(field.field_type, PrimitiveType)
-            if primitive and types.setdefault(field_id, field.field_type) != field.field_type:
-                raise BloomskipError(
-                    f"{uri}: the Iceberg column {name!r} was promoted from "
-                    f"{types[field_id]} to {field.field_type}; older files hold it in the "
-                    "narrower type (type promotion is not supported)"
-                )
             if field.initial_default is not None:
                 raise BloomskipError(
                     f"{uri}: the Iceberg column {name!r} has an initial default; files "
                     "written before it was added read as that default, not NULL (column "
                     "defaults are not supported)"
                 )
+            now = wanted.get(field_id)
+            if now is None:
+                continue  # dropped since (or added later): no file's value is read for it
+            if field_id not in top and field.name != now.name:
+                raise BloomskipError(
+                    f"{uri}: the nested Iceberg field {name!r} was renamed to "
+                    f"{wanted_names[field_id]!r}; bloomskip finds top-level columns by field "
+                    "id, and the fields inside them by name (nested renames are not supported)"
+                )
+            if field.field_type == now.field_type or not isinstance(
+                field.field_type, PrimitiveType
+            ):
+                continue
+            if field_id not in top or not _widens(field.field_type, now.field_type):
+                raise BloomskipError(
+                    f"{uri}: the Iceberg column {name!r} was promoted from {field.field_type} "
+                    f"to {now.field_type}; bloomskip casts a top-level int, float or decimal "
+                    "column to its wider type only (this type promotion is not supported)"
+                )
 
 
-def _check_name_mapping(table, uri: str) -> None:
-    """Refuse a name mapping that gives a column other names than its own.
+def _written_with(table, read_as, snapshot) -> list:
+    """The schemas the files of ``snapshot`` may have been written with: those of the table's
+    snapshots up to it, and every schema between (a writer may have started before a schema
+    change it committed after), by schema id; all of them for a table without snapshots."""
+    limit = read_as.schema_id
+    for item in table.metadata.snapshots:
+        if item.schema_id is not None and (
+            snapshot is None or (item.sequence_number or 0) <= (snapshot.sequence_number or 0)
+        ):
+            limit = max(limit, item.schema_id)
+    return [schema for schema in table.metadata.schemas if schema.schema_id <= limit]
 
-    Iceberg reads a data file written without field ids (an imported file) through the
-    table's name mapping; a by-name read agrees with it only where each mapped column has
-    just its schema name.
+
+def _widens(narrow, wide) -> bool:
+    """Whether Iceberg's promotion of ``narrow`` to ``wide`` keeps every value exactly, as a
+    cast of the file's values does: int to long, float to double, a decimal to more digits."""
+    from pyiceberg import types
+
+    if isinstance(narrow, types.DecimalType) and isinstance(wide, types.DecimalType):
+        return narrow.scale == wide.scale and narrow.precision <= wide.precision
+    return (type(narrow), type(wide)) in {
+        (types.IntegerType, types.LongType),
+        (types.FloatType, types.DoubleType),
+    }
+
+
+def _name_mapping(table, uri: str) -> dict[str, int]:
+    """The table's name mapping for its top-level columns: each name a file written without
+    field ids (an imported file) may use, to the field id Iceberg reads it as.
+
+    A name mapping may give a top-level column earlier names (pyiceberg adds the old name on a
+    rename): those are read by field id like any other. Nested fields are read by name, so a
+    nested alias is refused.
+
+    Raises:
+        BloomskipError: The mapping is unreadable, or gives a nested field another name.
     """
     from pyiceberg.schema import index_by_id
 
@@ -362,9 +417,9 @@ def _check_name_mapping(table, uri: str) -> None:
             f"{uri}: the table's name mapping is unreadable: {one_line(exc)}"
         ) from exc
     if mapping is None:
-        return
+        return {}
     current = index_by_id(table.metadata.schema())
-    pending = list(mapping)
+    pending = [nested for mapped in mapping for nested in mapped.fields]
     while pending:
         mapped = pending.pop()
         pending += mapped.fields
@@ -372,22 +427,44 @@ def _check_name_mapping(table, uri: str) -> None:
         if field is not None and set(mapped.names) != {field.name}:
             others = sorted(set(mapped.names) - {field.name})
             raise BloomskipError(
-                f"{uri}: the table's name mapping reads the Iceberg column {field.name!r} "
-                f"from files that name it {others[0]!r}; bloomskip reads the data files by "
-                "column name (name-mapping aliases are not supported)"
+                f"{uri}: the table's name mapping reads the nested Iceberg field "
+                f"{field.name!r} from files that name it {others[0]!r}; bloomskip reads "
+                "nested fields by name (nested name-mapping aliases are not supported)"
             )
+    return {
+        name: mapped.field_id
+        for mapped in mapping
+        if mapped.field_id is not None
+        for name in mapped.names
+    }
 
 
-def _arrow_schema(table, snapshot, uri: str) -> pa.Schema:
+def _history(table) -> FieldHistory:
+    """What field id each top-level column name meant, per snapshot (one that names a schema
+    the metadata still holds) and over every schema."""
+    by_schema = {
+        schema.schema_id: {field.name: field.field_id for field in schema.fields}
+        for schema in table.metadata.schemas
+    }
+    ever: dict[str, set[int]] = {}
+    for columns in by_schema.values():
+        for name, field_id in columns.items():
+            ever.setdefault(name, set()).add(field_id)
+    at = {
+        snapshot.snapshot_id: by_schema[snapshot.schema_id]
+        for snapshot in table.metadata.snapshots
+        if snapshot.schema_id in by_schema
+    }
+    return FieldHistory(at, {name: frozenset(ids) for name, ids in ever.items()})
+
+
+def _arrow_schema(schema, uri: str) -> pa.Schema:
     """The snapshot's schema in the Arrow types pyiceberg's own reader returns (``string``,
     ``binary``, ``list``: the types Parquet files decode to; ``schema_to_pyarrow`` says
     ``large_string``, ``large_binary``, ``large_list``)."""
     import pyarrow as pa
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-    schema = table.metadata.schema()
-    if snapshot is not None and snapshot.schema_id is not None:
-        schema = table.metadata.schema_by_id(snapshot.schema_id) or schema
     try:
         arrow = schema_to_pyarrow(schema, include_field_ids=False)
     except (TypeError, ValueError, NotImplementedError) as exc:
@@ -439,7 +516,9 @@ def _plan(table, uri: str, snapshot_id: int, row_filter=None) -> list:
         ) from exc
 
 
-def _files(table, uri: str, location: str, tasks: list) -> tuple[TableFile, ...]:
+def _files(
+    table, uri: str, location: str, tasks: list, field_ids: FieldIds
+) -> tuple[TableFile, ...]:
     from pyiceberg.manifest import DataFileContent, FileFormat
 
     for task in tasks:
@@ -479,6 +558,7 @@ def _files(table, uri: str, location: str, tasks: list) -> tuple[TableFile, ...]
                 records=None if data.record_count is None else int(data.record_count),
                 partition={},
                 deleted=_union([part for part in deleted if part is not None]),
+                field_ids=field_ids,
             )
         )
     files.sort(key=lambda item: item.key)
@@ -562,13 +642,23 @@ def _summaries_hold(table, uri: str, snapshot) -> bool:
 
 
 def _keep_files(
-    table, uri: str, location: str, snapshot_id: int, text: str, everything: frozenset[str]
+    table,
+    uri: str,
+    location: str,
+    snapshot_id: int,
+    read_as,
+    text: str,
+    everything: frozenset[str],
 ) -> frozenset[str]:
     """The keys of the files pyiceberg's planning keeps for ``text`` (partition values, then
-    column bounds); every file when the text cannot be used exactly."""
+    column bounds); every file when the text cannot be used exactly.
+
+    ``text`` names the columns of the snapshot's schema, ``read_as``; pyiceberg's planning
+    binds names with the table's current schema, whatever the snapshot.
+    """
     from pyiceberg.expressions.visitors import bind
 
-    expression = _parse(table, text)
+    expression = _parse(table, text, read_as)
     if expression is None:
         return everything
     try:
@@ -583,12 +673,13 @@ def _keep_files(
     return frozenset(_key(task.file.file_path, location, uri) for task in tasks)
 
 
-def _parse(table, text: str):
+def _parse(table, text: str, read_as):
     """pyiceberg's expression for ``text``, or None when it might not say what ``text`` says.
 
     pyiceberg's parser (pyparsing) expands a tab to spaces, even inside a string literal: a
     text holding a control character is not handed to it. (A backslash in a string literal
-    only makes some texts fail to parse, which prunes nothing.)
+    only makes some texts fail to parse, which prunes nothing.) ``text`` names the columns of
+    ``read_as`` (the snapshot's schema).
     """
     from pyiceberg.expressions.parser import parse
     from pyparsing import ParseBaseException
@@ -597,19 +688,22 @@ def _parse(table, text: str):
         return None
     try:
         expression = parse(text)
-        exact = _exact(expression, table.metadata.schema())
+        exact = _exact(expression, table.metadata.schema(), read_as)
     except (ParseBaseException, ValueError, RecursionError):
         return None
     return expression if exact else None
 
 
-def _exact(expression, schema) -> bool:
-    """Whether pyiceberg converts every literal of ``expression`` exactly to its column's type.
+def _exact(expression, schema, read_as) -> bool:
+    """Whether pyiceberg converts every literal of ``expression`` exactly to its column's type,
+    each column named as in ``read_as`` being the same field in ``schema`` (the table's current
+    schema, which pyiceberg binds with).
 
     Where it does not, its pruning may drop files holding matching rows: it truncates 20.5 to
     20 for an integer column (so ``x < 20.5`` would lose the files holding 20), parses a
     decimal literal through a binary float, and compares a ``float`` column's bounds with a
-    literal rounded to 32 bits. Those expressions are not used (nor any of a type not listed).
+    literal rounded to 32 bits. Those expressions are not used (nor any of a type not listed),
+    nor one naming a column renamed (or dropped) since the snapshot.
     """
     from pyiceberg import types
     from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, Not, Or, UnboundPredicate
@@ -641,7 +735,10 @@ def _exact(expression, schema) -> bool:
         elif isinstance(node, UnboundPredicate):
             try:
                 field = schema.find_field(node.term.name, case_sensitive=True)
+                named = read_as.find_field(node.term.name, case_sensitive=True)
             except ValueError:
+                return False
+            if named.field_id != field.field_id:
                 return False
             if hasattr(node, "literals"):
                 literals = list(node.literals)

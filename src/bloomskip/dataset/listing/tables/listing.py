@@ -4,7 +4,14 @@ The files are the snapshot's data files, never whatever the table's storage hold
 still listed once per query, so that a file rewritten behind the table's log (its size differs
 from the log's) is told apart and scanned, never pruned. The table contributes per-file
 adjustments only: its own file pruning (partition values, statistics) before any index is
-read, its schema, each file's partition values and deleted rows.
+read, its schema, each file's partition values and deleted rows, and (Iceberg) the field ids
+its columns are found by.
+
+An Iceberg index is bound to field ids: each column an index definition names is recorded
+with its field id (``Manifest.table["columns"]``), so the definitions stay as they were
+written, the segments stay valid, and a renamed column keeps its index. A query sees each
+definition under the names of the snapshot it reads (:meth:`TableListing.served_indexes`); a
+build reads the files under the definitions' names too (:meth:`TableListing.build_indexes`).
 """
 
 from __future__ import annotations
@@ -16,9 +23,14 @@ from bloomskip.dataset.listing.tables.formats import file_pruning_predicate
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     import pyarrow as pa
 
     from bloomskip._store import ObjectInfo, Store
+    from bloomskip.dataset.index.segments import Manifest
+    from bloomskip.dataset.index.sidecar import IndexSpec
+    from bloomskip.dataset.listing.field_ids import FieldIds
     from bloomskip.dataset.listing.hive import Partitioning
     from bloomskip.dataset.listing.tables.snapshot import TableSnapshot
 
@@ -36,6 +48,7 @@ class TableListing(PrefixListing):
         self.snapshot = snapshot
         self.table_file = {item.key: item for item in snapshot.files}
         self.changed_behind: list[str] = []
+        self._served: tuple[tuple, tuple[list[IndexSpec], dict[int, str]]] | None = None
 
     @property
     def is_latest(self) -> bool:
@@ -114,8 +127,139 @@ class TableListing(PrefixListing):
             "changed_behind": list(self.changed_behind),
         }
 
-    def record(self) -> dict:
-        return self.snapshot.record()
+    def record(self, indexes: Sequence[IndexSpec] = (), base: Manifest | None = None) -> dict:
+        """The snapshot a build covers and, for Iceberg, the field each column of ``indexes``
+        is bound to (``columns``): an existing index's as ``base`` bound it, a new one's the
+        snapshot's column of that name."""
+        record = self.snapshot.record()
+        if self.snapshot.field_ids is not None and indexes:
+            existing = {
+                name for spec in (base.indexes if base else ()) for name, _ in spec.column_types
+            }
+            columns = self.snapshot.field_ids.columns
+            bound = {}
+            for spec in indexes:
+                for name, _ in spec.column_types:
+                    if name in existing:
+                        bound[name] = self.snapshot.history.field_of(name, base.table)
+                    else:
+                        bound[name] = columns.get(name)
+            record["columns"] = {
+                name: number for name, number in bound.items() if number is not None
+            }
+        return record
+
+    def served_indexes(self, manifest: Manifest) -> tuple[list[IndexSpec], dict[int, str]]:
+        """The index definitions as this snapshot names their columns, and the indexes it
+        cannot use (by number, with why: their column is not in the snapshot, or which column
+        they were built on cannot be told).
+
+        An Iceberg index is bound to field ids: a column renamed since it was defined appears
+        under its name in the snapshot, so a query over the new name uses it (and one at an
+        older snapshot, over the old name).
+        """
+        ids = self.snapshot.field_ids
+        if ids is None:
+            return list(manifest.indexes), {}
+        key = (manifest.indexes, repr(manifest.table))
+        if self._served is None or self._served[0] != key:
+            now = {number: name for name, number in ids.columns.items()}
+            served, unusable = [], {}
+            for number, spec in enumerate(manifest.indexes):
+                renamed = {}
+                for name, _ in spec.column_types:
+                    field_id = self.snapshot.history.field_of(name, manifest.table)
+                    if field_id is None or field_id not in now:
+                        unusable[number] = _unbound(name, field_id, self.snapshot.snapshot)
+                    elif now[field_id] != name:
+                        renamed[name] = now[field_id]
+                served.append(renamed_index(spec, renamed) if renamed else spec)
+            self._served = key, (served, unusable)
+        served, unusable = self._served[1]
+        return list(served), dict(unusable)
+
+    def build_indexes(
+        self, manifest: Manifest | None, schema: pa.Schema
+    ) -> tuple[pa.Schema, list[IndexSpec], FieldIds | None]:
+        """What a build of ``manifest``'s indexes reads: the schema their definitions are
+        prepared against and the files read as, the definitions as the build keeps them, and
+        the field ids the files' columns are found by (None: by name, Delta).
+
+        A column renamed since an index was defined is read under the index's name too (by
+        its field id), so that the definition and its segments stay as they are. Should that
+        name now be another column's, the definition is written with the column's new name
+        and every file is indexed again. An index column the table promoted (int to long,
+        float to double) is hashed as its new type from now on: every file is indexed again.
+        Each such change is a line of :attr:`warnings`.
+
+        Raises:
+            BloomskipError: An index's column was dropped from the table, or which column it
+                was built on cannot be told.
+        """
+        ids = self.snapshot.field_ids
+        existing = list(manifest.indexes) if manifest is not None else []
+        if ids is None:
+            return schema, existing, None
+        import pyarrow as pa
+
+        from bloomskip.clickhouse.ddl import parse_index_definition
+        from bloomskip.dataset.listing.field_ids import FieldIds
+
+        now = {number: name for name, number in ids.columns.items()}
+        columns = dict(ids.columns)
+        fields = {item.name: item for item in schema}
+        kept = []
+        for spec in existing:
+            renamed = {}
+            for name, _ in spec.column_types:
+                field_id = self.snapshot.history.field_of(name, manifest.table)
+                if field_id is None or field_id not in now:
+                    index = parse_index_definition(spec.definition).name
+                    raise BloomskipError(
+                        f"index {spec.definition}: {_unbound(name, field_id)}; drop it (bloomskip "
+                        f"index drop {self.snapshot.name} {index}) and define it again"
+                    )
+                if now[field_id] == name:
+                    continue
+                if columns.setdefault(name, field_id) != field_id:
+                    renamed[name] = now[field_id]
+                    self.warnings.append(
+                        f"index {spec.definition}: its column {name!r} is now named "
+                        f"{now[field_id]!r}, and {name!r} names another column: the index "
+                        f"reads {now[field_id]!r} from now on; every file is indexed again"
+                    )
+                else:  # read under the index's name too, by the field id
+                    fields.setdefault(name, schema.field(now[field_id]).with_name(name))
+            kept.append(renamed_index(spec, renamed) if renamed else spec)
+        read_as = pa.schema(list(fields.values()))
+        return (
+            read_as,
+            [self._retyped(spec, read_as) for spec in kept],
+            FieldIds(columns, ids.mapped),
+        )
+
+    def _retyped(self, spec: IndexSpec, schema: pa.Schema) -> IndexSpec:
+        """``spec`` hashing each column as its type in ``schema`` where the type it was
+        indexed as can no longer be the column's (a promotion); a line of :attr:`warnings`."""
+        from bloomskip.clickhouse.types import (
+            clickhouse_type_for,
+            index_type_key,
+            parse_clickhouse_type,
+        )
+        from bloomskip.dataset.index.sidecar import IndexSpec
+
+        types = []
+        for name, recorded in spec.column_types:
+            arrow_type = schema.field(name).type
+            if index_type_key(arrow_type) != str(parse_clickhouse_type(recorded).base()):
+                now = clickhouse_type_for(arrow_type)
+                self.warnings.append(
+                    f"index {spec.definition}: column {name!r} is {now} now, {recorded} when "
+                    "indexed (the table promoted it): every file is indexed again"
+                )
+                recorded = now
+            types.append((name, recorded))
+        return IndexSpec(spec.definition, tuple(types))
 
     def schema(self) -> pa.Schema:
         return self.snapshot.schema
@@ -164,3 +308,45 @@ class TableListing(PrefixListing):
     def table_files(self, paths: list[str], keys: list[str], schema_source) -> dict:
         """The snapshot's files: their partition values (from the log) and deletes."""
         return self.table_file
+
+
+def _unbound(name: str, field_id: int | None, snapshot: int | None = None) -> str:
+    """Why an index column is not a column of the snapshot read (``snapshot``) or built."""
+    if field_id is None:
+        return (
+            f"which column {name!r} was when it was indexed cannot be told (the name was given "
+            "to several Iceberg fields, and the snapshot it was indexed at has expired)"
+        )
+    if snapshot is None:
+        return f"its column {name!r} (Iceberg field {field_id}) was dropped from the table"
+    return f"its column {name!r} (Iceberg field {field_id}) is not in snapshot {snapshot}"
+
+
+def renamed_index(spec: IndexSpec, names: Mapping[str, str]) -> IndexSpec:
+    """``spec`` with its columns renamed (``names``: old -> new); its name and type as they
+    were.
+
+    Example:
+        >>> renamed_index(IndexSpec("INDEX msg msg TYPE bloom_filter GRANULARITY 1",
+        ...                         (("msg", "String"),)), {"msg": "message"}).definition
+        'INDEX msg message TYPE bloom_filter GRANULARITY 1'
+    """
+    from bloomskip.clickhouse.ddl import IndexDefinition, parse_index_definition, quote_identifier
+    from bloomskip.dataset.index.sidecar import IndexSpec
+
+    definition = parse_index_definition(spec.definition)
+    expressions = []
+    for expression in definition.index_columns:
+        column = quote_identifier(names.get(expression.column, expression.column))
+        expressions.append(
+            column if expression.function is None else f"{expression.function}({column})"
+        )
+    renamed = IndexDefinition.create(
+        definition.type,
+        expressions,
+        definition.arguments,
+        name=definition.name,
+        granularity=definition.granularity,
+    )
+    types = tuple((names.get(name, name), kind) for name, kind in spec.column_types)
+    return IndexSpec(renamed.to_sql(), types)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
+    from bloomskip.dataset.listing.field_ids import FieldIds
+
 
 @dataclass(frozen=True)
 class TableFile:
@@ -38,6 +40,8 @@ class TableFile:
             as Python values of the column's type; a query adds them as constant columns.
         deleted: Positions (0-based row numbers in the file) of rows deleted by the snapshot
             (Delta deletion vectors, Iceberg position deletes), sorted, int64; None: none.
+        field_ids: How the file's columns are found (Iceberg): by field id, under whatever
+            name the file holds each one; None: by name (Delta).
     """
 
     key: str
@@ -45,6 +49,48 @@ class TableFile:
     records: int | None = None
     partition: Mapping[str, object] = field(default_factory=dict)
     deleted: np.ndarray | None = field(default=None, compare=False)
+    field_ids: FieldIds | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FieldHistory:
+    """Which field id each column name meant through a table's history (Iceberg): what binds
+    an index's columns to the table's fields (docs/tables.md).
+
+    Attributes:
+        at: Each snapshot the table's metadata lists: its top-level columns, name -> field id.
+        ever: Each name a top-level column had in any of the table's schemas: the field ids it
+            named.
+    """
+
+    at: Mapping[int, Mapping[str, int]]
+    ever: Mapping[str, frozenset[int]]
+
+    def field_of(self, name: str, recorded: Mapping | None) -> int | None:
+        """The field an index column of an existing index was defined on.
+
+        Args:
+            name: The column as the index definition names it.
+            recorded: The manifest's table record (``Manifest.table``): its ``columns`` (the
+                bindings a build recorded) or, for an index built before they were recorded,
+                its snapshot, at which every definition named a column of that snapshot.
+
+        Returns:
+            The field id; None when it cannot be told (no binding, the snapshot is no longer
+            in the table's metadata, and the name was given to more than one field).
+
+        Example:
+            >>> FieldHistory({}, {"msg": frozenset({4})}).field_of("msg", {"snapshot": 1})
+            4
+        """
+        bound = (recorded or {}).get("columns") or {}
+        if name in bound:
+            return bound[name]
+        at = self.at.get((recorded or {}).get("snapshot"))
+        if at is not None:
+            return at.get(name)
+        named = self.ever.get(name, frozenset())
+        return next(iter(named)) if len(named) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -68,6 +114,9 @@ class TableSnapshot:
             predicate in the small SQL subset
             :func:`~bloomskip.dataset.listing.tables.formats.file_pruning_predicate` writes, the
             keys of the files that may hold matching rows (a superset; never fewer).
+        field_ids: The snapshot's columns by field id (Iceberg; each file's ``field_ids``);
+            None: the files are read by name (Delta).
+        history: What each column name meant through the table's history (Iceberg).
     """
 
     format: str
@@ -82,6 +131,8 @@ class TableSnapshot:
     keep_files: Callable[[str], frozenset[str]] | None = field(
         default=None, compare=False, repr=False
     )
+    field_ids: FieldIds | None = field(default=None, compare=False, repr=False)
+    history: FieldHistory | None = field(default=None, compare=False, repr=False)
 
     def record(self) -> dict[str, int | str]:
         """What an index manifest records of the snapshot it covers."""
