@@ -33,10 +33,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import duckdb
@@ -45,6 +43,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+from common import S3_ENV, median_interleaved
 
 import bloomskip
 from bloomskip.dataset import Dataset
@@ -55,13 +54,6 @@ GRANULE = 8_192
 FILE_ROWS = 1 << 20
 ROW_GROUP = 1 << 16
 DIMENSION_USERS = 500
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 
 def write_data(folder: Path, rows: int) -> list[Path]:
@@ -131,19 +123,6 @@ def dimension(values: dict) -> pa.Table:
     ids = [values["user"], *values["users"], *others]
     regions = [f"region-{number % 7}" for number in range(len(ids))]
     return pa.table({"user_id": pa.array(ids, pa.int64()), "region": regions})
-
-
-def median_interleaved(functions: dict, repeat: int) -> tuple[dict[str, float], dict]:
-    """Median seconds of each function over ``repeat`` rounds, each round running all of them
-    once in turn (after one warm-up round); and each one's last result."""
-    results = {name: function() for name, function in functions.items()}
-    times: dict[str, list[float]] = {name: [] for name in functions}
-    for _ in range(repeat):
-        for name, function in functions.items():
-            started = time.perf_counter()
-            results[name] = function()
-            times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(values) for name, values in times.items()}, results
 
 
 def rows_of(result) -> list[tuple]:

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
+from common import fresh, median_interleaved
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.demo import generate_logs
@@ -78,26 +78,6 @@ def write_data(base: Path, rows: int, files: int) -> dict[str, Path]:
         )
         target.replace(folders["duckdb"] / name)
     return folders
-
-
-def median_interleaved(functions: dict, repeat: int) -> tuple[dict[str, float], dict]:
-    """Median seconds of each function over ``repeat`` rounds, each round running all of them
-    once in turn (after one warm-up round); and each one's last result."""
-    results = {name: function() for name, function in functions.items()}
-    times: dict[str, list[float]] = {name: [] for name in functions}
-    for _ in range(repeat):
-        for name, function in functions.items():
-            started = time.perf_counter()
-            results[name] = function()
-            times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(values) for name, values in times.items()}, results
-
-
-def fresh(command: list[str]) -> tuple[float, str]:
-    """Wall seconds and standard output of one fresh process."""
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return time.perf_counter() - started, done.stdout
 
 
 def count_of(output: str) -> int:

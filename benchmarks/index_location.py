@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import fresh
 
 from bloomskip import Dataset
 
@@ -58,14 +58,6 @@ def write_dataset(folder: Path, files: int, rows: int, matches: int) -> int:
         )
         pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=65_536)
     return present
-
-
-def fresh(command: list[str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{' '.join(command)}: {done.stderr.strip()}")
-    return time.perf_counter() - started, done.stdout
 
 
 def main() -> None:

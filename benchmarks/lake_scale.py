@@ -38,13 +38,13 @@ import time
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from common import S3_ENV
 from object_store import (
     BUCKET,
     DUCK_OVER_ARROW,
     DUCK_OVER_FSSPEC,
     FLAKY_ENGINE,
     INDEXES,
-    S3_ENV,
     CountingApp,
     measured,
     megabytes,

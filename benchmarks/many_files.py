@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import fresh
 
 from bloomskip import Dataset
 
@@ -53,14 +53,6 @@ def timed(call) -> tuple[float, object]:
     started = time.perf_counter()
     value = call()
     return time.perf_counter() - started, value
-
-
-def fresh(command: list[str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{' '.join(command)}: {done.stderr.strip()}")
-    return time.perf_counter() - started, done.stdout
 
 
 def main() -> None:

@@ -57,19 +57,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from common import S3_ENV
 
 from bloomskip.dataset.demo import ABSENT_USER_ID, RARE_TOKEN, ROW_GROUP_ROWS, write_logs
 from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 
 INDEXES = ["user_id TYPE bloom_filter(0.01)", "message TYPE tokenbf_v1(8192, 3, 0)"]
 BUCKET = "bloomskip-bench"
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 # The peers' programs, each run as `python -c PROGRAM URI WHERE`; the result goes to standard
 # output as CSV, as `bloomskip query --format csv` writes it (so no DuckDB progress bar there).

@@ -102,16 +102,21 @@ def test_an_object_replaced_after_explain_is_read_at_its_new_version(versions, b
     assert ds.store.stats.by_kind.get("head", 0) - before == 2
 
 
+def _two_copies(location: str, version):
+    """An indexed dataset at ``location`` of two copies of ``version``; and its store."""
+    store = open_store(location)
+    store.put(NAME, version.read_bytes())
+    store.put("part-1.parquet", version.read_bytes())
+    ds = Dataset(location)
+    ds.build_index(INDEX, progress=False)
+    return ds, store
+
+
 def test_unchanged_objects_cost_one_listing_not_a_head_each(versions, bucket):
     # Issue 33 changed this: two files read were checked by two HEADs; one new listing of the
     # prefix (one page here) checks them both.
     first, _ = versions
-    location = f"s3://{bucket}/steady"
-    store = open_store(location)
-    store.put(NAME, first.read_bytes())
-    store.put("part-1.parquet", first.read_bytes())
-    ds = Dataset(location)
-    ds.build_index(INDEX, progress=False)
+    ds, _ = _two_copies(f"s3://{bucket}/steady", first)
     explanation = ds.explain(WHERE)
     before = dict(ds.store.stats.by_kind)
     assert _answer(ds.run(explanation, WHERE)) == _rows(first) * 2
@@ -133,12 +138,7 @@ def test_an_object_replaced_among_several_read_is_read_at_its_new_version(versio
     # The files read are checked by one new listing (cheaper than a HEAD each): it sees the
     # replacement as a HEAD would.
     first, second = versions
-    location = f"s3://{bucket}/several"
-    store = open_store(location)
-    store.put(NAME, first.read_bytes())
-    store.put("part-1.parquet", first.read_bytes())
-    ds = Dataset(location)
-    ds.build_index(INDEX, progress=False)
+    ds, store = _two_copies(f"s3://{bucket}/several", first)
     explanation = ds.explain(WHERE)
     assert [group for _, group in explanation.row_groups()] == [3, 3]
     store.put(NAME, second.read_bytes())

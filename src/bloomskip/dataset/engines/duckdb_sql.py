@@ -377,10 +377,8 @@ def _decide(table, path: str, text: str, connection) -> ScanDecision:
     if not files:
         decision.reason = "DuckDB reads no file there"
         return decision
-    try:
-        dataset = _dataset(path)
-    except BloomskipError as exc:
-        decision.reason = f"not a dataset: {exc}"
+    dataset = _opened(decision)
+    if dataset is None:
         return decision
     backend = dataset.backend
     if not isinstance(backend, FolderDataset):
@@ -413,13 +411,18 @@ def _decide_table(table, path: str, text: str, table_format: str) -> ScanDecisio
     if "://" in path or format_of(path) != table_format:
         decision.reason = f"not a local {table_format.capitalize()} table's folder"
         return decision
+    dataset = _opened(decision)
+    explanation = None if dataset is None else _explain_scan(decision, dataset, table)
+    return decision if explanation is None else _pruning(decision, explanation)
+
+
+def _opened(decision: ScanDecision):
+    """The ``Dataset`` of the scan's path, or None with ``decision.reason`` saying why not."""
     try:
-        dataset = _dataset(path)
+        return _dataset(decision.path)
     except BloomskipError as exc:
         decision.reason = f"not a dataset: {exc}"
-        return decision
-    explanation = _explain_scan(decision, dataset, table)
-    return decision if explanation is None else _pruning(decision, explanation)
+        return None
 
 
 def _explain_scan(decision: ScanDecision, dataset, table) -> Explanation | None:
