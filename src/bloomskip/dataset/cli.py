@@ -92,7 +92,8 @@ def _register_build(index_commands) -> None:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar (default: on a terminal only)",
+        help="progress bar on stderr, in bytes of the files read (default: when stderr is a "
+        "terminal)",
     )
     build.add_argument(
         "--json", action="store_true", help="print the build report as one JSON object"
@@ -183,6 +184,12 @@ def _register_query(subparsers) -> None:
         metavar="FILE",
         help="--explain, and draw rows and granules kept per index and per predicate atom (PNG, "
         "SVG or PDF by the name; needs bloomskip[plot])",
+    )
+    query.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr for a long read (default: when stderr is a terminal)",
     )
     debug_option(query)
     query.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
@@ -509,7 +516,7 @@ def _query(args: argparse.Namespace) -> int:
         return EXIT_OK
     # Run first: a WHERE the exact path refuses is one error line, not a warning per index
     # that could not use it followed by the error.
-    table = dataset.run(result, where, args.select, args.limit)
+    table = dataset.run(result, where, args.select, args.limit, progress=args.progress)
     for warning in result.warnings:
         warn(warning)
     write_output(table, args.format, args.output, dataset.duckdb_connection())

@@ -322,6 +322,8 @@ class Dataset(FrameConversions):
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
+        *,
+        progress: bool | None = None,
     ) -> pa.Table:
         """Return the rows matching ``where``, reading only the row groups the index keeps.
 
@@ -329,6 +331,8 @@ class Dataset(FrameConversions):
             where: ClickHouse WHERE expression (hasToken, startsWith, LIKE, IN, has, ...).
             columns: Columns to return, or a select list as one string; all when None.
             limit: At most this many rows.
+            progress: Show a bar on stderr counting the rows read, when the read is long (many
+                row groups of several files); default: only when stderr is a terminal.
 
         Returns:
             A ``pyarrow.Table`` holding exactly the rows ClickHouse returns for ``where`` over
@@ -343,7 +347,7 @@ class Dataset(FrameConversions):
             >>> Dataset("logs/").query("user_id = 42", ["message"]).num_rows  # doctest: +SKIP
             12
         """
-        return self.backend.query(where, columns, limit)
+        return self.backend.query(where, columns, limit, progress=progress)
 
     def run(
         self,
@@ -351,6 +355,8 @@ class Dataset(FrameConversions):
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
+        *,
+        progress: bool | None = None,
     ) -> pa.Table:
         """Evaluate ``where`` exactly over what a decision (:meth:`explain`) keeps.
 
@@ -363,6 +369,7 @@ class Dataset(FrameConversions):
             where: ClickHouse WHERE expression.
             columns: Columns, or a select list as one string; all when None.
             limit: At most this many rows.
+            progress: As :meth:`query` takes it.
 
         Returns:
             A ``pyarrow.Table``, as :meth:`query` returns it.
@@ -371,7 +378,7 @@ class Dataset(FrameConversions):
             UnsupportedPredicateError: The WHERE has no exact DuckDB translation.
             StaleSourceError: A file it read changed during each of three attempts.
         """
-        return self.backend.run(explanation, where, columns, limit)
+        return self.backend.run(explanation, where, columns, limit, progress=progress)
 
     def status(self) -> dict:
         """The index's state: definitions, granule, files indexed, stale, missing, bytes.

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
 
-    from bloomskip.dataset.scan.plan import AccessPlan, PlanReader
+    from bloomskip.dataset.scan.plan import AccessPlan, FileAccess, PlanReader
 
 INDEXED = "indexed"
 NOT_INDEXED = "not indexed"
@@ -289,7 +289,10 @@ def file_identity(listed) -> dict | None:
 
 
 def surviving_dataset(
-    result: Explanation, schema: pa.Schema, table_files: Mapping | None = None
+    result: Explanation,
+    schema: pa.Schema,
+    table_files: Mapping | None = None,
+    accesses: Sequence[FileAccess] | None = None,
 ) -> pads.Dataset:
     """Return the surviving row groups as a ``pyarrow.dataset.Dataset`` (no data is read).
 
@@ -301,6 +304,7 @@ def surviving_dataset(
             values become
             constant columns, and the rows their snapshot deleted are dropped (the row groups of
             such a file are read here, and only they).
+        accesses: Only these files of the plan (a query read in steps); all when None.
 
     Returns:
         A dataset DuckDB (``duckdb.from_arrow`` or a replacement scan) and Polars
@@ -324,8 +328,9 @@ def surviving_dataset(
     fragments = []
     batches = []
     table_files = table_files or {}
-    made = _parquet_fragments(result, parquet_format, filesystem, schema, table_files)
-    for access in result.plan.files:
+    accesses = result.plan.files if accesses is None else accesses
+    made = _parquet_fragments(result, accesses, parquet_format, filesystem, schema, table_files)
+    for access in accesses:
         state = result.files[access.number]
         groups = access.row_groups.tolist()
         table_file = table_files.get(state.relative_path)
@@ -374,8 +379,10 @@ def _listed_size(state: FileState) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def _parquet_fragments(result: Explanation, parquet_format, filesystem, schema, table_files):
-    """The plan's Parquet files as fragments of their kept row groups, by file number.
+def _parquet_fragments(
+    result: Explanation, accesses, parquet_format, filesystem, schema, table_files
+):
+    """The Parquet files of ``accesses`` as fragments of their kept row groups, by file number.
 
     A remote file whose footer the decision did not parse has it fetched here, all such
     files at once: one after another (as pyarrow reads them when a scan first needs them),
@@ -397,9 +404,7 @@ def _parquet_fragments(result: Explanation, parquet_format, filesystem, schema, 
         return made
 
     accesses = [
-        access
-        for access in result.plan.files
-        if result.files[access.number].source.format == "parquet"
+        access for access in accesses if result.files[access.number].source.format == "parquet"
     ]
     remote = sum(result.files[access.number].source.filesystem is not None for access in accesses)
     if remote < 2:

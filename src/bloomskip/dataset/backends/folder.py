@@ -746,6 +746,8 @@ class FolderDataset:
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
+        *,
+        progress: bool | None = None,
     ) -> pa.Table:
         """Return the rows matching ``where``, reading only the surviving row groups.
 
@@ -753,6 +755,8 @@ class FolderDataset:
             where: ClickHouse WHERE expression (hasToken, startsWith, LIKE, IN, has, ...).
             columns: Columns to return; all when None.
             limit: At most this many rows.
+            progress: A bar on stderr counting the rows read by a long read; None: when
+                stderr is a terminal.
 
         Returns:
             A ``pyarrow.Table`` holding exactly the rows ClickHouse returns for ``where`` over
@@ -775,7 +779,7 @@ class FolderDataset:
             cache.pending = opener.submit(_new_connection)
             opener.shutdown(wait=False)
         result = self.explain(where)
-        return self.run(result, where, names, limit)
+        return self.run(result, where, names, limit, progress=progress)
 
     def run(
         self,
@@ -783,6 +787,8 @@ class FolderDataset:
         where: str,
         columns: Sequence[str] | str | None = None,
         limit: int | None = None,
+        *,
+        progress: bool | None = None,
     ) -> pa.Table:
         """Evaluate ``where`` exactly over the row groups a pruning result keeps.
 
@@ -796,6 +802,7 @@ class FolderDataset:
             where: ClickHouse WHERE expression.
             columns: Column names, or ClickHouse expressions as one comma-separated string.
             limit: At most this many rows.
+            progress: As :meth:`query` takes it.
 
         Returns:
             A ``pyarrow.Table`` with the columns and types of :meth:`scan_schema`.
@@ -826,6 +833,7 @@ class FolderDataset:
                 scan_schema=self._scan_schema(connection),
                 uniform=self._uniform(),
                 table_files=self._partitioning().table_files(),
+                progress=progress,
             )
 
         return read_consistently(result, where, read, changed_on_disk, self.explain)

@@ -26,10 +26,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, open_store
@@ -385,10 +386,7 @@ class LakeDataset:
                 committed = self.index.commit(change)
                 version = committed.version
             except _DefinitionsChanged:
-                # No version names these segments and no other build knows their keys: they
-                # go now rather than at a vacuum an hour later.
-                for segment in segments:
-                    self.log.store.delete(segment.key)
+                _delete_uncommitted(self.log.store, segments)
                 raise
         commit_bytes = self.log.store.stats.bytes_written - committed_before
         live = manifest.segments if committed is None else committed.segments
@@ -501,8 +499,10 @@ class LakeDataset:
         }
         planned = lake_build.plan_tasks(remaining, target, lake_build.TASK_MAX_FILES, group_bytes)
         total = sum(listed.info.size for listed in remaining)
-        with progress_bar(total, "indexing", progress) as bar:
-            bar.unit = "B"
+        with (
+            _discarded_on_failure(self.log.store, segments),
+            progress_bar(total, "indexing", progress) as bar,
+        ):
             results = lake_build.run_tasks(
                 lake_build.make_jobs(planned, base, group_bytes), client=client, progress=bar
             )
@@ -857,6 +857,8 @@ class LakeDataset:
         where: str,
         columns: list[str] | str | None = None,
         limit: int | None = None,
+        *,
+        progress: bool | None = None,
     ) -> pa.Table:
         """Return the rows matching ``where``, reading only the row groups the index keeps.
 
@@ -864,6 +866,8 @@ class LakeDataset:
             where: A ClickHouse WHERE expression.
             columns: Columns (or a select list) to return; all when None.
             limit: At most this many rows.
+            progress: A bar on stderr counting the rows read by a long read; None: when
+                stderr is a terminal.
 
         Returns:
             A ``pyarrow.Table``: exactly the rows a scan of every file returns.
@@ -872,7 +876,7 @@ class LakeDataset:
             UnsupportedPredicateError: The WHERE has no exact translation.
             BloomskipError: DuckDB rejects the query (e.g. an unknown column).
         """
-        return self.run(self.explain(where), where, columns, limit)
+        return self.run(self.explain(where), where, columns, limit, progress=progress)
 
     def duckdb_connection(self):
         """The DuckDB connection :meth:`query` runs on (created on first use, then reused:
@@ -902,8 +906,11 @@ class LakeDataset:
             setattr(cache, name, value)
         return value
 
-    def run(self, explanation: Explanation, where: str, columns=None, limit=None) -> pa.Table:
-        """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB).
+    def run(
+        self, explanation: Explanation, where: str, columns=None, limit=None, *, progress=None
+    ) -> pa.Table:
+        """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB);
+        ``progress`` as :meth:`query` takes it.
 
         Every file read is checked once the read is done (one HEAD each, in parallel, or one
         new listing of the prefix where that takes fewer requests): one replaced since it was
@@ -917,7 +924,7 @@ class LakeDataset:
         from bloomskip.dataset.prune import read_consistently
 
         def read(decision: Explanation) -> pa.Table:
-            return self._run_on(decision, where, columns, limit, decision.table_files)
+            return self._run_on(decision, where, columns, limit, decision.table_files, progress)
 
         return read_consistently(explanation, where, read, self._changed, self.explain)
 
@@ -952,7 +959,7 @@ class LakeDataset:
             explanation.schema_source,
         )
 
-    def _run_on(self, explanation, where, columns, limit, table_files) -> pa.Table:
+    def _run_on(self, explanation, where, columns, limit, table_files, progress) -> pa.Table:
         from bloomskip.dataset.scan.query import run_query
 
         # A table's files carry its partition values and deletes: pyarrow reads them.
@@ -968,6 +975,7 @@ class LakeDataset:
             uniform=agree,
             table_files=table_files,
             by_path=agree,
+            progress=progress,
         )
 
     # -- maintenance -----------------------------------------------------------------------
@@ -1097,29 +1105,31 @@ class LakeDataset:
                 identities.clear()
                 schemas.clear()
 
-        for segment in small:
-            try:
-                sidecar = self.log.read_segment(segment, numbers, manifest.indexes)
-                entries = {
-                    path: sidecar.files[path] for path in segment.files if path in sidecar.files
-                }
-                payloads = {path: list(entry.payloads) for path, entry in entries.items()}
-            except (FormatError, StorageError):
-                continue
-            merged_from.add(segment.key)
-            for path, entry in entries.items():
-                batch[path] = FileEntry(
-                    entry.path, entry.format, entry.identity, entry.granule_rows, payloads[path]
-                )
-                identities[path] = dict(segment.files[path])
-            schema = decode_schema(segment.schema)
-            if schema is not None:
-                schemas.append(schema)
-            if sum(len(p) for item in batch.values() for p in item.payloads) >= (
-                SEGMENT_TARGET_BYTES
-            ):
-                flush()
-        flush()
+        # A compaction interrupted before its commit deletes what it merged so far.
+        with _discarded_on_failure(self.log.store, written):
+            for segment in small:
+                try:
+                    sidecar = self.log.read_segment(segment, numbers, manifest.indexes)
+                    entries = {
+                        path: sidecar.files[path] for path in segment.files if path in sidecar.files
+                    }
+                    payloads = {path: list(entry.payloads) for path, entry in entries.items()}
+                except (FormatError, StorageError):
+                    continue
+                merged_from.add(segment.key)
+                for path, entry in entries.items():
+                    batch[path] = FileEntry(
+                        entry.path, entry.format, entry.identity, entry.granule_rows, payloads[path]
+                    )
+                    identities[path] = dict(segment.files[path])
+                schema = decode_schema(segment.schema)
+                if schema is not None:
+                    schemas.append(schema)
+                if sum(len(p) for item in batch.values() for p in item.payloads) >= (
+                    SEGMENT_TARGET_BYTES
+                ):
+                    flush()
+            flush()
         if not written:
             return None
         change = Change(
@@ -1224,6 +1234,24 @@ def _footer_unchanged(state) -> bool:
         return False
     listed = state.listed
     return (identity.size, f"footer-{identity.footer_sha256}") == (listed.size, listed.etag)
+
+
+@contextlib.contextmanager
+def _discarded_on_failure(store: Store, segments: list[SegmentEntry]) -> Iterator[None]:
+    """Delete ``segments`` (written, not committed) when the block raises, Ctrl-C included:
+    no version names them and no other build knows their keys, so they go now rather than at
+    a vacuum an hour later. One that cannot be deleted is left to the vacuum."""
+    try:
+        yield
+    except BaseException:
+        _delete_uncommitted(store, segments)
+        raise
+
+
+def _delete_uncommitted(store: Store, segments: list[SegmentEntry]) -> None:
+    for segment in segments:
+        with contextlib.suppress(StorageError):
+            store.delete(segment.key)
 
 
 def _snapshot(*stats: IOStats) -> tuple[int, int]:

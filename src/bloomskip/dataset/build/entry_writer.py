@@ -71,7 +71,7 @@ class EntryWriter:
             raise BloomskipError(f"{self.uri_of(listed.key)}: cannot read it: {exc}") from exc
         return row_group_bytes(metadata)
 
-    def write_files(self, files, prepared, granule, executor, max_in_flight):
+    def write_files(self, files, prepared, granule, executor, max_in_flight, progress=None):
         """Build the entries of ``files`` (the body of a build task).
 
         Returns:
@@ -84,13 +84,13 @@ class EntryWriter:
         entries = {}
         for listed in files:
             entries[listed.key], _ = self.build_part(
-                listed, prepared, granule, None, executor, max_in_flight
+                listed, prepared, granule, None, executor, max_in_flight, progress
             )
         return entries, sum(sum(entry.granule_rows) for entry in entries.values())
 
-    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight):
+    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight, progress=None):
         """Build one file's entry, or only that of row groups ``groups`` (see
-        ``build.build_file``).
+        ``build.build_file``); ``progress`` as ``build.index_file`` takes it.
 
         Returns:
             ``(its entry, None)``: a sidecar records no schema.
@@ -120,9 +120,13 @@ class EntryWriter:
             opened,
             groups,
             str(source.path),
+            progress,
         )
         return entry, None
 
     def write_entries(self, entries, prepared, granule, files, schemas) -> dict[str, FileEntry]:
         """The entries, as they are: the build writes them into the sidecar."""
         return entries
+
+    def discard(self, entries: dict[str, FileEntry]) -> None:
+        """Nothing to delete: the entries of a build that failed were never written."""

@@ -538,12 +538,16 @@ def index_file(
     opened: OpenedParquet | None,
     groups: range | None,
     shown_as: str,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FileEntry:
-    """:func:`build_file` for a build task (no per-granule progress: tasks count whole files),
-    with what it raises turned into one line naming the file.
+    """:func:`build_file` for a build task, with what it raises turned into one line naming
+    the file.
 
     Args:
         shown_as: The file as messages name it (its path or URI).
+        progress: Called after each granule with its rows and the bytes of the file they
+            stand for (see :func:`read_progress`); what it raises (a cancelled build) stops
+            the build of the file.
 
     Raises:
         BloomskipError: ``<file>: cannot index it: ...`` for a file whose columns differ from
@@ -553,9 +557,10 @@ def index_file(
 
     from bloomskip._store import one_line
 
+    on_rows = _no_progress if progress is None else read_progress(opened, groups, progress)
     try:
         return build_file(
-            source, name, indexes, granule, executor, max_in_flight, _no_progress, opened, groups
+            source, name, indexes, granule, executor, max_in_flight, on_rows, opened, groups
         )
     except BloomskipError:
         raise
@@ -564,7 +569,40 @@ def index_file(
 
 
 def _no_progress(_rows: int) -> None:
-    """Per-granule progress inside a task: the build's bar counts whole tasks."""
+    """Per-granule progress nobody asked for."""
+
+
+def read_progress(
+    opened: OpenedParquet | None, groups: range | None, progress: Callable[[int, int], None]
+) -> Callable[[int], None]:
+    """The ``on_rows`` of :func:`build_file` that reports to ``progress`` each granule's rows
+    and the bytes of the file they were read from: the compressed bytes of the row groups
+    built, shared out by rows, so that a file's granules together report its row groups'
+    bytes. An Arrow IPC file (``opened`` None) reports rows only.
+
+    Example:
+        >>> on_rows = read_progress(None, None, print)
+        >>> on_rows(8192)
+        8192 0
+    """
+    if opened is None:
+        return lambda rows: progress(rows, 0)
+    metadata = opened.metadata
+    numbers = range(metadata.num_row_groups) if groups is None else groups
+    sizes = row_group_bytes(metadata)
+    total_rows = max(1, sum(metadata.row_group(number).num_rows for number in numbers))
+    total_bytes = sum(sizes[number] for number in numbers)
+    done_rows = done_bytes = 0
+
+    def on_rows(rows: int) -> None:
+        nonlocal done_rows, done_bytes
+        # A part's last fixed-row granule may run past its row groups: its bytes are capped.
+        done_rows = min(total_rows, done_rows + rows)
+        nbytes = total_bytes * done_rows // total_rows - done_bytes
+        done_bytes += nbytes
+        progress(rows, nbytes)
+
+    return on_rows
 
 
 def row_group_bytes(metadata) -> list[int]:
@@ -665,15 +703,17 @@ class _RowGroupLoader:
         return table.select(self.columns)
 
 
-def progress_bar(total_rows: int, description: str, enabled: bool | None = None):
-    """Return a tqdm bar counting rows; shown only on a terminal unless ``enabled`` is given."""
+def progress_bar(total_bytes: int, description: str, enabled: bool | None = None):
+    """Return a tqdm bar on stderr counting the bytes of the files a build reads (the one unit
+    from start to end); shown only when stderr is a terminal unless ``enabled`` is given."""
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if enabled is None else enabled
     return tqdm(
-        total=total_rows,
-        unit="rows",
+        total=total_bytes,
+        unit="B",
         unit_scale=True,
+        unit_divisor=1024,
         desc=description,
         disable=not show,
         file=sys.stderr,

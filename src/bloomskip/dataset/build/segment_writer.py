@@ -164,8 +164,11 @@ class SegmentWriter:
                 f"({one_line(exc)}; files such as {', '.join(keys[:3])})"
             ) from exc
 
-    def write_files(self, files, prepared, granule, executor, max_in_flight):
+    def write_files(self, files, prepared, granule, executor, max_in_flight, progress=None):
         """Index ``files`` and write them as one segment (the body of a build task).
+
+        ``progress`` is the task's (see ``build.index_file``): what it raises stops the task
+        before the segment is written.
 
         Returns:
             ``(segment entry, rows indexed)``.
@@ -178,7 +181,7 @@ class SegmentWriter:
         schemas = []
         for listed in files:
             entry, schema = self.build_part(
-                listed, prepared, granule, None, executor, max_in_flight
+                listed, prepared, granule, None, executor, max_in_flight, progress
             )
             entries[listed.key] = entry
             schemas.append(schema)
@@ -186,7 +189,7 @@ class SegmentWriter:
         rows = sum(sum(entry.granule_rows) for entry in entries.values())
         return segment, rows
 
-    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight):
+    def build_part(self, listed, prepared, granule, groups, executor, max_in_flight, progress=None):
         """Index one file, or only row groups ``groups`` of it (see ``build.build_file``).
 
         Returns:
@@ -216,7 +219,16 @@ class SegmentWriter:
             opened = FieldIdParquet(opened, *self.field_ids)
         self._check_types(listed, opened.schema, prepared)
         entry = index_file(
-            source, listed.key, prepared, granule, executor, max_in_flight, opened, groups, uri
+            source,
+            listed.key,
+            prepared,
+            granule,
+            executor,
+            max_in_flight,
+            opened,
+            groups,
+            uri,
+            progress,
         )
         return entry, opened.schema
 
@@ -228,6 +240,15 @@ class SegmentWriter:
         identities = {listed.key: listed.identity for listed in files}
         schema = encode_schema(self.unify(schemas, list(entries)))
         return self.log.write_segment(sidecar, identities, schema)
+
+    def discard(self, segment: SegmentEntry) -> None:
+        """Delete a segment :meth:`write_entries` wrote that will not be committed (its build
+        failed or was interrupted): no version references it, and no other build knows it.
+
+        Raises:
+            StorageError: It cannot be deleted.
+        """
+        self.log.store.delete(segment.key)
 
     def _check_types(self, listed, schema, prepared) -> None:
         from bloomskip.clickhouse.types import index_type_key

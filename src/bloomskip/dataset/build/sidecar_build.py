@@ -101,7 +101,6 @@ def build_sidecar(
         jobs_to_run += tasks.make_jobs(planned, base, group_bytes)
     total = sum(item.info.size for item in listed.values())
     with progress_bar(total, "indexing", show_progress) as bar:
-        bar.unit = "B"
         results = tasks.run_tasks(jobs_to_run, client=client, progress=bar)
     for result in results:
         for relative, built in result.written.items():

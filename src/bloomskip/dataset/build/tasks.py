@@ -19,9 +19,13 @@ own that builds the granules starting in it and returns them (on Dask they go fr
 worker, never through the driver), and one more task joins them in order and writes the file's
 segment, the same bytes a whole-file task writes (``build.join_parts``).
 
-A task that fails, or whose worker dies, leaves at most an unreferenced segment behind (removed
-by ``vacuum``); Dask runs a task again on another worker when its worker is lost, and the
-manifest is committed only once every task has finished.
+A task reports the rows and bytes it reads, granule by granule, to the build's one progress bar
+(bytes of the files indexed). A build that fails or is interrupted (Ctrl-C) stops its running
+tasks at their next granule and deletes the segments its finished tasks wrote: none of them is
+committed, and no other build knows their keys. On Dask the tasks learn of it through a Dask
+``Event``, and a task still running :data:`DASK_STOP_SECONDS` later may leave a segment behind
+(removed by ``vacuum``). Dask runs a task again on another worker when its worker is lost, and
+the manifest is committed only once every task has finished.
 
 Example:
     >>> plan_tasks([], target_bytes=1, max_files=1)
@@ -32,9 +36,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 
 from bloomskip._store import one_line
@@ -46,6 +50,20 @@ from bloomskip.errors import BloomskipError
 TASK_TARGET_BYTES = 1 << 30
 #: ... and at most this many files, so that small files still make tasks of a useful size.
 TASK_MAX_FILES = 512
+#: A task on Dask asks the scheduler whether its build was cancelled at most this often.
+DASK_CHECK_SECONDS = 0.5
+#: A cancelled build waits this long for its tasks on Dask to stop before it deletes what they
+#: wrote (a task stops at its next granule once it has seen the cancellation).
+DASK_STOP_SECONDS = 10.0
+
+
+class _BuildCancelled(Exception):
+    """Raised inside a task whose build was cancelled: the task stops between granules and
+    writes nothing."""
+
+
+#: What a task calls with ``(rows, bytes)`` as it reads its granules (see :class:`BuildTask`).
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,9 @@ class BuildTask:
         threads: Threads for the granules of a file (1 when tasks run in parallel).
         groups: ``(first, end)``: the task builds only these row groups of its one file (a
             part, see :func:`run_part`); None: whole files.
+        progress: Called with the rows of each granule read and the bytes of the file they
+            stand for; raises :class:`_BuildCancelled` once the build is cancelled. Set by
+            :func:`run_tasks` for each run; None: nothing is reported.
     """
 
     writer: object
@@ -70,6 +91,7 @@ class BuildTask:
     granule: str | int
     threads: int = 1
     groups: tuple[int, int] | None = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -225,12 +247,15 @@ def run_task(task: BuildTask) -> TaskResult:
 
     Raises:
         BloomskipError: A file cannot be read or indexed (the message names it).
+        _BuildCancelled: The build was cancelled; nothing was written.
         StorageError: The segment cannot be written.
     """
     started = time.perf_counter()
-    with _task_errors(task), ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
+    progress = task.progress or _unreported
+    progress(0, 0)  # a task of a cancelled build reads nothing
+    with _task_errors(task), _granule_pool(task.threads) as executor:
         written, rows = task.writer.write_files(
-            task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads)
+            task.files, task.prepared, task.granule, executor, 2 * max(1, task.threads), progress
         )
     return TaskResult(
         written,
@@ -245,8 +270,11 @@ def run_part(task: BuildTask) -> PartResult:
 
     Raises:
         BloomskipError: The file cannot be read or indexed (the message names it).
+        _BuildCancelled: The build was cancelled.
     """
-    with _task_errors(task), ThreadPoolExecutor(max_workers=max(1, task.threads)) as executor:
+    progress = task.progress or _unreported
+    progress(0, 0)
+    with _task_errors(task), _granule_pool(task.threads) as executor:
         entry, schema = task.writer.build_part(
             task.files[0],
             task.prepared,
@@ -254,6 +282,7 @@ def run_part(task: BuildTask) -> PartResult:
             range(*task.groups),
             executor,
             2 * max(1, task.threads),
+            progress,
         )
     return PartResult(entry, schema, sum(entry.granule_rows))
 
@@ -263,11 +292,13 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
 
     Raises:
         BloomskipError: The file changed between its parts.
+        _BuildCancelled: The build was cancelled; nothing was written.
         StorageError: The segment cannot be written.
     """
     from bloomskip.dataset.build import indexing as build
 
     started = time.perf_counter()
+    (task.progress or _unreported)(0, 0)
     with _task_errors(task):
         entry = build.join_parts([part.entry for part in parts])
         written = task.writer.write_entries(
@@ -281,11 +312,35 @@ def join_parts(task: BuildTask, *parts: PartResult) -> TaskResult:
     )
 
 
+def _unreported(_rows: int, _bytes: int) -> None:
+    """The progress of a task run on its own (no build's bar, never cancelled)."""
+
+
+@contextmanager
+def _granule_pool(threads: int) -> Iterator[ThreadPoolExecutor]:
+    """The threads a task builds its granules on.
+
+    A cancelled task stops without waiting for the granules being built (at most one per
+    thread, each reading a row group): their results are dropped, and nothing is written.
+    """
+    executor = ThreadPoolExecutor(max_workers=max(1, threads))
+    cancelled = False
+    try:
+        yield executor
+    except _BuildCancelled:
+        cancelled = True
+        raise
+    finally:
+        executor.shutdown(wait=not cancelled, cancel_futures=cancelled)
+
+
 @contextmanager
 def _task_errors(task: BuildTask) -> Iterator[None]:
     """Turn what a task raises into a one-line :class:`BloomskipError` naming its files."""
     try:
         yield
+    except _BuildCancelled:
+        raise
     except BloomskipError as exc:
         # Sent back to the driver as the message alone: an exception that does not pickle
         # (one with a deep or foreign cause chain) would leave a Dask future pending forever.
@@ -337,65 +392,166 @@ def make_jobs(planned: Sequence[PlannedTask], base: BuildTask, group_bytes) -> l
 def run_tasks(jobs: list[Job], *, client=None, progress=None) -> list:
     """Run ``jobs`` in this process (each task on its own ``threads``), or on a Dask ``client``.
 
+    When a task fails, or the build is interrupted (``KeyboardInterrupt``, Ctrl-C), the running
+    tasks are stopped at their next granule, the tasks not started are cancelled, and what the
+    finished ones wrote is discarded (their writer's ``discard``: a segment is deleted), then
+    the error is raised: nothing of an unfinished build is committed, so nothing it wrote is
+    kept.
+
     Args:
         jobs: The plan, from :func:`make_jobs`.
         client: A ``distributed.Client``; its workers run the tasks.
-        progress: A tqdm bar counting bytes; its postfix shows files and rows.
+        progress: A tqdm bar counting the bytes of the jobs' files; its postfix shows the rows
+            read. Tasks in this process advance it granule by granule; on Dask, each task and
+            part advances it when it finishes.
 
     Returns:
         The :class:`TaskResult` of each job, in plan order.
 
     Raises:
         BloomskipError: A task failed (its message), or the workers cannot run bloomskip.
+        KeyboardInterrupt: The build was interrupted.
     """
+    tracker = _BuildProgress(progress)
     results: list = [None] * len(jobs)
-    files = rows = 0
+    try:
+        if client is not None:
+            _run_on_dask(jobs, client, tracker, results)
+        else:
+            _run_here(jobs, tracker, results)
+    except BaseException:
+        _discard(jobs, results)
+        raise
+    return results
 
-    def advance(count: int, part_rows: int = 0) -> None:
-        nonlocal rows
-        rows += part_rows
-        if progress is not None:
-            progress.update(count)
-            progress.set_postfix(files=files, rows=f"{rows:,}", refresh=False)
 
-    def done(number: int, result: TaskResult) -> None:
-        nonlocal files
-        job = jobs[number]
-        results[number] = result
-        files += len(job.task.files)
-        # A split file's bytes were counted part by part, as each part finished.
-        advance(result.bytes - sum(job.part_bytes), result.rows)
+def _run_here(jobs: list[Job], tracker: _BuildProgress, results: list) -> None:
+    """Run ``jobs`` on threads of this process, filling ``results`` as they finish (on an
+    error, with those finished by the time the others stopped)."""
 
-    if client is not None:
-        _run_on_dask(jobs, client, done, advance)
-        return results
-    lock = threading.Lock()
-
-    def run(job: Job) -> TaskResult:
+    def run(job: Job, progress: _JobProgress) -> TaskResult:
         if not job.parts:
-            return run_task(job.task)
-        parts = []
-        for part, size in zip(job.parts, job.part_bytes, strict=True):
-            parts.append(run_part(part))
-            with lock:
-                advance(size)
-        return join_parts(job.task, *parts)
+            return run_task(replace(job.task, progress=progress))
+        parts = [run_part(replace(part, progress=progress)) for part in job.parts]
+        return join_parts(replace(job.task, progress=progress), *parts)
 
     # Two jobs at once when they have threads to share: one job's serial steps (opening its
     # files, encoding and writing its segment) overlap the other's granule builds.
     width = 2 if len(jobs) > 1 and jobs[0].task.threads > 1 else 1
+    shares = [tracker.job(_job_bytes(job)) for job in jobs]
     with ThreadPoolExecutor(max_workers=width) as outer:
-        futures = [outer.submit(run, job) for job in jobs]
+        futures = [outer.submit(run, job, share) for job, share in zip(jobs, shares, strict=True)]
         try:
             for number, future in enumerate(futures):
-                result = future.result()
-                with lock:
-                    done(number, result)
+                results[number] = future.result()
+                shares[number].finish(results[number].rows)
         except BaseException:
+            tracker.cancel()
             for future in futures:
                 future.cancel()
+            wait(futures)  # the running tasks stop at their next granule
+            for number, future in enumerate(futures):
+                if not future.cancelled() and future.exception() is None:
+                    results[number] = future.result()
             raise
-    return results
+
+
+def _job_bytes(job: Job) -> int:
+    return sum(listed.info.size for listed in job.task.files)
+
+
+def _discard(jobs: list[Job], results: list) -> None:
+    """Discard what the finished tasks of a build that will not commit wrote."""
+    for job, result in zip(jobs, results, strict=True):
+        # A delete that fails leaves the segment to a vacuum: the build's own error is the one
+        # to report.
+        if result is not None:
+            with suppress(BloomskipError):
+                job.task.writer.discard(result.written)
+
+
+class _BuildProgress:
+    """The build's bar (bytes of the files indexed, with the rows read as its postfix),
+    advanced from the threads running the tasks, and the flag that stops those tasks.
+
+    Args:
+        bar: A tqdm bar, or None.
+    """
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self.rows = 0
+
+    def job(self, budget: int) -> _JobProgress:
+        """The share of a job reading ``budget`` bytes of files."""
+        return _JobProgress(self, budget)
+
+    def cancel(self) -> None:
+        """Stop the tasks running in this process at their next granule."""
+        self.cancelled.set()
+
+    def advance(self, nbytes: int, rows: int) -> None:
+        with self._lock:
+            self.rows += rows
+            if self.bar is not None:
+                self.bar.set_postfix(rows=f"{self.rows:,}", refresh=False)
+                self.bar.update(nbytes)
+
+
+class _JobProgress:
+    """One job's share of the build's bar: its tasks report what they read as they read it
+    (called as a task's ``progress``), and it is topped up to the job's bytes and rows when the
+    job finishes, so that the bar ends at the files' bytes however finely a task reported.
+
+    Called as a task's progress, it raises :class:`_BuildCancelled` once the build is
+    cancelled.
+    """
+
+    def __init__(self, build: _BuildProgress, budget: int) -> None:
+        self.build = build
+        self.budget = budget
+        self.bytes = self.rows = 0
+
+    def __call__(self, rows: int, nbytes: int) -> None:
+        if self.build.cancelled.is_set():
+            raise _BuildCancelled()
+        self.advance(rows, nbytes)
+
+    def advance(self, rows: int, nbytes: int) -> None:
+        nbytes = max(0, min(nbytes, self.budget - self.bytes))
+        self.bytes += nbytes
+        self.rows += rows
+        self.build.advance(nbytes, rows)
+
+    def finish(self, rows: int) -> None:
+        """The job finished, having read ``rows`` rows."""
+        self.advance(rows - self.rows, self.budget - self.bytes)
+
+
+class _CancelledOnDask:
+    """The progress of a task on Dask: the driver's bar advances as tasks finish, so this only
+    stops the task once its build is cancelled (a Dask ``Event`` the driver sets), asking the
+    scheduler at most every :data:`DASK_CHECK_SECONDS`.
+
+    Args:
+        name: The event's name.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._asked = -DASK_CHECK_SECONDS
+
+    def __call__(self, rows: int, nbytes: int) -> None:
+        now = time.monotonic()
+        if now - self._asked < DASK_CHECK_SECONDS:
+            return
+        self._asked = now
+        from distributed import Event
+
+        if Event(self.name).is_set():
+            raise _BuildCancelled()
 
 
 def _check_workers(client) -> None:
@@ -418,39 +574,45 @@ def _check_workers(client) -> None:
             )
 
 
-def _run_on_dask(jobs: list[Job], client, done, advance) -> None:
+def _run_on_dask(jobs: list[Job], client, tracker: _BuildProgress, results: list) -> None:
+    """Run ``jobs`` on the workers of ``client``, filling ``results`` as they finish (on an
+    error, with those finished by the time the others stopped)."""
     import secrets
 
-    from distributed import as_completed
+    from distributed import Event, as_completed
 
     _check_workers(client)
 
     # Keys of their own: two builds sharing a client never share a task.
     build = secrets.token_hex(4)
-    final, parts = {}, {}
-    for number, job in enumerate(jobs):
-        key = f"bloomskip-build-{build}-{number}"
-        if not job.parts:
-            final[number] = client.submit(run_task, job.task, pure=False, key=key)
-            continue
-        # The parts' granules go from their workers to the joining one, not to the driver.
-        futures = [
-            client.submit(run_part, part, pure=False, key=f"{key}-part-{count}")
-            for count, part in enumerate(job.parts)
-        ]
-        parts.update(
-            {
-                future.key: (future, size)
-                for future, size in zip(futures, job.part_bytes, strict=True)
-            }
-        )
-        final[number] = client.submit(join_parts, job.task, *futures, pure=False, key=key)
-    numbers = {future.key: number for number, future in final.items()}
-    everything = list(final.values()) + [future for future, _ in parts.values()]
+    cancelled = _CancelledOnDask(f"bloomskip-build-{build}-cancelled")
+    final, parts, shares, part_futures = {}, {}, {}, []
     try:
-        for future in as_completed(everything):
+        for number, job in enumerate(jobs):
+            key = f"bloomskip-build-{build}-{number}"
+            shares[number] = tracker.job(_job_bytes(job))
+            task = replace(job.task, progress=cancelled)
+            # A split file's parts: their granules go from their workers to the joining one,
+            # not to the driver.
+            ranges = [replace(part, progress=cancelled) for part in job.parts]
+            futures = [
+                client.submit(run_part, part, pure=False, key=f"{key}-part-{count}")
+                for count, part in enumerate(ranges)
+            ]
+            parts.update(
+                {
+                    future.key: (number, size)
+                    for future, size in zip(futures, job.part_bytes, strict=True)
+                }
+            )
+            part_futures += futures
+            runner = join_parts if job.parts else run_task
+            final[number] = client.submit(runner, task, *futures, pure=False, key=key)
+        numbers = {future.key: number for number, future in final.items()}
+        for future in as_completed(list(final.values()) + part_futures):
             if future.key in parts and future.status == "finished":
-                advance(parts[future.key][1])  # its result stays on the workers
+                number, size = parts[future.key]
+                shares[number].advance(0, size)  # its result stays on the workers
                 continue
             try:
                 result = future.result()
@@ -463,10 +625,35 @@ def _run_on_dask(jobs: list[Job], client, done, advance) -> None:
                 ) from exc
             except OSError as exc:
                 raise BloomskipError(f"a Dask worker failed to build a segment: {exc}") from exc
-            done(numbers[future.key], result)
+            number = numbers[future.key]
+            results[number] = result
+            shares[number].finish(result.rows)
     except BaseException:
-        client.cancel(everything)
+        _stop_on_dask(Event(cancelled.name, client=client), final, results)
+        client.cancel(list(final.values()) + part_futures)
         raise
+
+
+def _stop_on_dask(event, final: dict, results: list) -> None:
+    """Stop the tasks of a failed or interrupted build on Dask, and fill ``results`` with
+    those that finished meanwhile (their segments are then discarded).
+
+    A task not started yet stops as it starts, a running one at its next granule. One still
+    running after :data:`DASK_STOP_SECONDS` is left to stop when it next asks (the event stays
+    set for it), and a segment it may still write is left to ``vacuum``.
+    """
+    from distributed import wait as wait_for
+
+    try:
+        event.set()
+        wait_for(list(final.values()), timeout=DASK_STOP_SECONDS)
+        event.clear()
+    except (OSError, TimeoutError):
+        pass  # the scheduler is gone, or a task is slow to stop: discard what finished
+    for number, future in final.items():
+        if results[number] is None and future.status == "finished":
+            with suppress(OSError):
+                results[number] = future.result()
 
 
 def connect(address: str, timeout: float = 10.0):

@@ -18,6 +18,9 @@ import contextlib
 import functools
 import logging
 import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from bloomskip._cli import interrupted
 from bloomskip.dataset.prune import Explanation, surviving_dataset
@@ -55,6 +58,16 @@ SCAN_COMPARISONS = 16
 # rules only simplify, so the rows are the same; below this it is worth its cost.
 REWRITER_LIMIT = 100
 ROW_COLUMN = "__bloomskip_row"
+# A query whose progress is shown (on a terminal) and that reads more than SPLIT_ROW_GROUPS row
+# groups of several files reads them in this many steps, runs of files of about equal rows, one
+# after another: neither DuckDB nor pyarrow tells how far a read has got, so the bar advances
+# by each step's rows as it ends.
+PROGRESS_STEPS = 20
+# ... and the bar appears only once the query has run this long (seconds).
+PROGRESS_DELAY = 1.0
+# A terminal's query reading fewer rows than this is read in one step, as without a bar: it
+# ends before the bar would appear, and steps cost it a third more time (2 cores, 2M rows).
+PROGRESS_MIN_ROWS = 1 << 22
 
 
 def connect(config: dict | None = None):
@@ -129,13 +142,15 @@ def parquet_source(result: Explanation) -> str:
     return union_source(parquet_parts(result))
 
 
-def parquet_parts(result: Explanation) -> list[tuple[str, int]]:
+def parquet_parts(result: Explanation, accesses=None) -> list[tuple[str, int]]:
     """The reads :func:`parquet_source` unites: one per surviving row group when they are at
     most :data:`SPLIT_ROW_GROUPS`, else one per file with survivors (all files read whole in
     one), each with the number of row groups it reads.
 
     Args:
         result: The pruning result (Parquet files only).
+        accesses: Only these files of the plan (a step of a read, see
+            :func:`progress_steps`); all when None.
 
     Returns:
         ``[(SQL of a SELECT, row groups)]`` in file order (a read of nothing when nothing
@@ -145,7 +160,7 @@ def parquet_parts(result: Explanation) -> list[tuple[str, int]]:
     split = plan.row_group_count <= SPLIT_ROW_GROUPS
     parts = []
     whole = []
-    for access in plan.files:
+    for access in plan.files if accesses is None else accesses:
         path = _quoted(access.path)
         if access.whole and not split:
             whole.append((path, len(access.row_groups)))
@@ -745,6 +760,7 @@ def run_query(
     uniform: bool = True,
     table_files=None,
     by_path: bool = True,
+    progress: bool | None = None,
 ):
     """Read the surviving row groups and return the rows satisfying ``where``.
 
@@ -776,6 +792,9 @@ def run_query(
         by_path: Whether DuckDB may read the files itself by their paths (local files whose
             types it reads as ``schema`` says); when not, pyarrow reads them (cast to
             ``schema``) and DuckDB filters what it gives.
+        progress: Show a bar on stderr counting the rows read, for a read of many row groups
+            of several files (:func:`progress_steps`); None: when stderr is a terminal and
+            the read is of millions of rows.
 
     Returns:
         A ``pyarrow.Table``.
@@ -814,7 +833,7 @@ def run_query(
         for name, table in value_tables:  # long IN lists, joined by name (cursor-local)
             cursor.register(name, table)
         with interrupting_on_sigint(cursor):
-            parts, empty_key = _surviving_source(
+            steps, empty_key = _surviving_source(
                 cursor,
                 result,
                 scanned if aliases or table_files else schema,
@@ -826,9 +845,13 @@ def run_query(
                 aliases,
                 table_files,
                 by_path,
+                progress_steps(result.plan, progress),
             )
             if empty_results is not None and empty_key in empty_results:
                 return empty_results[empty_key]
+            if len(steps) > 1:
+                return _read_steps(cursor, steps, projection, condition, limit)
+            parts = steps[0].parts()
             groups = _even_groups(parts, os.cpu_count() or 1)
             if len(groups) == 1:
                 table = _read_parts(cursor, parts, projection, condition, limit)
@@ -847,6 +870,16 @@ def run_query(
             owned.close()
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One read of a query: the rows the plan reads in it, and the parts it unites (as
+    :func:`parquet_parts` gives them), made when the step runs: a pyarrow dataset is registered,
+    and remote footers fetched, then."""
+
+    rows: int
+    parts: Callable[[], list[tuple[str, int]]]
+
+
 def _surviving_source(
     cursor,
     result: Explanation,
@@ -859,27 +892,32 @@ def _surviving_source(
     aliases: tuple = (),
     table_files=None,
     by_path: bool = True,
-) -> tuple[list[tuple[str, int]], tuple | None]:
+    steps: list[list] | None = None,
+) -> tuple[list[_Step], tuple | None]:
     """Choose how :func:`run_query` reads the surviving row groups.
 
     Columns whose names differ only in case (``aliases``) are read through pyarrow, which
     matches names exactly, under their aliases: DuckDB's reader would merge them.
 
+    Args:
+        steps: The plan's files cut into steps (:func:`progress_steps`); one step of all files
+            when None. A read whose types depend on all of its files (``union_by_name``) and a
+            read of located rows are one step whatever is asked.
+
     Returns:
-        ``(parts, empty_key)``: the reads whose union is the ``FROM`` clause (as
-        :func:`parquet_parts` gives them), and the key the (empty) result is kept under when
-        the located rows are none, else None.
+        ``(steps, empty_key)``: the reads, one after another, whose union is the ``FROM``
+        clause, and the key the (empty) result is kept under when the located rows are none,
+        else None.
 
     Raises:
         BloomskipError: Files with different schemas hold a column named like one of the
             reader's own (:data:`ROW_NUMBER`, :data:`FILE_COLUMN`).
     """
     names = set(schema.names)
+    steps = steps or [list(result.plan.files)]
     parquet = all(state.source.format == "parquet" for state in result.files)
     if aliases or table_files or not by_path:
-        view = aliased_view(surviving_dataset(result, schema, table_files), aliases)
-        cursor.register(VIEW_NAME, view)
-        return [(f"SELECT * FROM {VIEW_NAME}", 1)], None
+        return _dataset_steps(cursor, result, schema, steps, table_files, aliases), None
     if parquet and not uniform:
         if ROW_NUMBER in names or FILE_COLUMN in names:
             raise BloomskipError(
@@ -887,19 +925,122 @@ def _surviving_source(
                 f"or {FILE_COLUMN!r}"
             )
         sparse_reads(cursor, reads_sparsely(result.plan))
-        return [(f"SELECT * FROM {unified_source(result)}", 1)], None
+        return [_made(result, [(f"SELECT * FROM {unified_source(result)}", 1)])], None
     if not parquet or ROW_NUMBER in names:
-        cursor.register(VIEW_NAME, surviving_dataset(result, schema))
-        return [(f"SELECT * FROM {VIEW_NAME}", 1)], None
+        return _dataset_steps(cursor, result, schema, steps), None
     sparse_reads(cursor, True)
     matches = _locate(cursor, result, schema, where, condition, limit)
     if matches is None:
         sparse_reads(cursor, reads_sparsely(result.plan))
-        return parquet_parts(result), None
+        return [
+            _Step(_rows(accesses), functools.partial(parquet_parts, result, accesses))
+            for accesses in steps
+        ], None
     # Nothing matches: only the result's column types are needed, and they depend on the
     # query and the (unchanged) files alone.
     empty_key = None if matches else (projection, condition, str(result.files[0].source.path))
-    return matched_rows_parts(result, matches), empty_key
+    return [_made(result, matched_rows_parts(result, matches))], empty_key
+
+
+def _made(result: Explanation, parts: list[tuple[str, int]]) -> _Step:
+    """The one step of a read whose parts are made already."""
+    return _Step(result.plan.rows, lambda: parts)
+
+
+def _rows(accesses) -> int:
+    return sum(access.rows for access in accesses)
+
+
+def _dataset_steps(
+    cursor, result: Explanation, schema, steps: list[list], table_files=None, aliases=()
+) -> list[_Step]:
+    """A step per run of files, each reading the pyarrow dataset of its files' kept row groups
+    (:func:`~bloomskip.dataset.prune.surviving_dataset`), registered when the step runs."""
+
+    def register(name: str, accesses: list) -> list[tuple[str, int]]:
+        data = surviving_dataset(result, schema, table_files, accesses)
+        cursor.register(name, aliased_view(data, aliases))
+        return [(f"SELECT * FROM {name}", 1)]
+
+    if len(steps) == 1:
+        return [_Step(_rows(steps[0]), functools.partial(register, VIEW_NAME, steps[0]))]
+    return [
+        _Step(_rows(accesses), functools.partial(register, f"{VIEW_NAME}_{number}", accesses))
+        for number, accesses in enumerate(steps)
+    ]
+
+
+def progress_steps(plan, progress: bool | None) -> list[list]:
+    """The plan's files cut into the steps a query reads them in: when its progress is shown
+    and it reads more than :data:`SPLIT_ROW_GROUPS` row groups of several files, runs of
+    consecutive files of about equal rows, :data:`PROGRESS_STEPS` at most; otherwise one step
+    of them all.
+
+    Args:
+        plan: The query's :class:`~bloomskip.dataset.scan.plan.AccessPlan`.
+        progress: Whether the query's progress is shown; None: when stderr is a terminal
+            and the plan reads :data:`PROGRESS_MIN_ROWS` rows or more.
+
+    Returns:
+        Lists of ``FileAccess``, in the plan's order.
+
+    Example:
+        >>> import numpy as np
+        >>> from bloomskip.dataset.scan.plan import access_plan
+        >>> files = [(f"{n}.parquet", f"{n}.parquet", [10] * 30) for n in range(4)]
+        >>> plan = access_plan(files, [np.ones(30, bool)] * 4)
+        >>> [len(step) for step in progress_steps(plan, True)], len(progress_steps(plan, False))
+        ([1, 1, 1, 1], 1)
+    """
+    files = list(plan.files)
+    total = plan.rows
+    if progress is None:
+        progress = sys.stderr.isatty() and total >= PROGRESS_MIN_ROWS
+    if not progress or len(files) < 2 or plan.row_group_count <= SPLIT_ROW_GROUPS or not total:
+        return [files]
+    steps: list[list] = [[]]
+    done = 0
+    for access in files:
+        # A step closes once it reaches its share of the rows; the last takes what remains.
+        if steps[-1] and done >= total * len(steps) / PROGRESS_STEPS:
+            steps.append([])
+        steps[-1].append(access)
+        done += access.rows
+    return steps
+
+
+def _read_steps(cursor, steps: list[_Step], projection: str, condition: str, limit: int | None):
+    """The query's rows read step by step on ``cursor``, a bar on stderr advancing by each
+    step's rows (shown once the read has run :data:`PROGRESS_DELAY` seconds, and cleared at
+    its end); with a LIMIT, no step starts once it is reached.
+
+    The steps' results join as one union's would: each step reads files of the one schema
+    (uniform Parquet read by DuckDB, or pyarrow datasets cast to the dataset's schema), so a
+    column has the same type in every step.
+    """
+    import pyarrow as pa
+    from tqdm import tqdm
+
+    tables = []
+    found = 0
+    with tqdm(
+        total=sum(step.rows for step in steps),
+        unit=" rows",
+        unit_scale=True,
+        desc="querying",
+        delay=PROGRESS_DELAY,
+        leave=False,
+        file=sys.stderr,
+    ) as bar:
+        for step in steps:
+            table = _read_parts(cursor, step.parts(), projection, condition, limit)
+            tables.append(table)
+            found += table.num_rows
+            bar.update(step.rows)
+            if limit is not None and found >= limit:
+                break
+    table = pa.concat_tables(tables)
+    return table if limit is None else table.slice(0, int(limit))
 
 
 def _even_groups(parts: list[tuple[str, int]], workers: int) -> list[list[tuple[str, int]]]:
