@@ -18,7 +18,7 @@ import bloomskip
 from bloomskip import BloomskipError, FormatError
 from bloomskip.dataset.index.store import IndexStore, SegmentStore, SidecarStore
 from bloomskip.dataset.listing.folder import FolderListing
-from bloomskip.dataset.listing.prefix import PrefixListing
+from bloomskip.dataset.listing.local import LocalListing
 from bloomskip.dataset.listing.tables.listing import TableListing
 
 deltalake = pytest.importorskip("deltalake")
@@ -57,7 +57,7 @@ def _datasets(folder: Path, tmp_path: Path):
         ),
         (
             bloomskip.Dataset(folder, index_location=tmp_path / "elsewhere"),
-            PrefixListing,
+            LocalListing,
             SegmentStore,
             "segmented",
             tmp_path / "elsewhere",

@@ -193,10 +193,11 @@ class Dataset(FrameConversions):
 
     @property
     def listing(self) -> FolderListing | PrefixListing:
-        """Where the files come from: a local folder, glob or file
-        (:class:`~bloomskip.dataset.listing.folder.FolderListing`), an object-store prefix or a
-        folder with an index elsewhere (:class:`~bloomskip.dataset.listing.prefix.PrefixListing`),
-        or a table snapshot (:class:`~bloomskip.dataset.listing.tables.listing.TableListing`).
+        """Where the files come from: a local folder, glob or file with a sidecar
+        (:class:`~bloomskip.dataset.listing.folder.FolderListing`) or with a segmented index
+        (:class:`~bloomskip.dataset.listing.local.LocalListing`, the same files), an object-store
+        prefix (:class:`~bloomskip.dataset.listing.prefix.PrefixListing`), or a table snapshot
+        (:class:`~bloomskip.dataset.listing.tables.listing.TableListing`).
         """
         return self.backend.listing
 

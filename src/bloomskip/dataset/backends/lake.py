@@ -1,9 +1,9 @@
 """Datasets on object storage (or any location) with a segmented index (docs/segments.md).
 
 A :class:`LakeDataset` is a prefix of Parquet objects, ``s3://bucket/table/`` (also ``gs://``,
-``abfs://``, ``file://`` or a local folder), with its index at ``<prefix>/_bloomskip/``
-or at ``index_location``. ``bloomskip.Dataset`` opens one for any object-store URI, or when an
-index location is given.
+``abfs://``), or local files (a folder, a glob or one file, of Parquet or Arrow IPC), with its
+index at ``<prefix>/_bloomskip/`` or at ``index_location``. ``bloomskip.Dataset`` opens one for
+any object-store URI, or when an index location is given.
 
 Every query costs few requests whatever the number of files:
 
@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bloomskip._store import IOStats, ObjectInfo, Store, open_store
@@ -53,8 +54,9 @@ from bloomskip.dataset.index.segments import (
 )
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.index.store import SegmentStore
-from bloomskip.dataset.listing.files import Layout
+from bloomskip.dataset.listing.files import Layout, dataset_root
 from bloomskip.dataset.listing.prefix import PARQUET_SUFFIXES, ListedFile, PrefixListing
+from bloomskip.dataset.locate import is_remote, local_path
 from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import (
     BloomskipError,
@@ -83,16 +85,19 @@ class LakeDataset:
     """Parquet objects under a prefix, with a segmented skip index.
 
     Args:
-        location: ``s3://bucket/prefix``, ``gs://…``, ``abfs://…``, ``file://…`` or a
-            local folder.
-        index_location: Where the index lives (default: ``<location>/_bloomskip``), e.g. a
-            writable bucket beside a read-only data bucket.
+        location: ``s3://bucket/prefix``, ``gs://…``, ``abfs://…``, or local files: a folder,
+            a glob or one file (also as ``file://…``), of Parquet or Arrow IPC files, listed
+            as a sidecar lists them (``listing/local.py``).
+        index_location: Where the index lives (default: ``<location>/_bloomskip``; for a glob
+            or a file, in the folder the files are named relative to), e.g. a writable bucket
+            beside a read-only data bucket.
         filesystem: A pyarrow (or fsspec) filesystem to read the data through, instead of the
             one pyarrow derives from ``location``; ``location`` is then the path in it.
         snapshot: A Delta or Iceberg table's snapshot at ``location``: its files, not the
             prefix's, are the dataset's (``listing/tables/listing.py``).
 
     Raises:
+        BloomskipError: A glob or one object on object storage (or through ``filesystem``).
         StorageError: The location's scheme is unknown, or a store cannot be configured.
     """
 
@@ -105,12 +110,18 @@ class LakeDataset:
         snapshot=None,
     ) -> None:
         self.location = os.fspath(location).rstrip("/")
-        if any(character in self.location for character in "*?[") or self.location.lower().endswith(
-            PARQUET_SUFFIXES
+        # Local files (a folder, a glob, one file; Parquet or Arrow IPC) are listed as the
+        # sidecar lists them; an object store's prefix, a caller's filesystem and a table
+        # snapshot by their store.
+        local = filesystem is None and snapshot is None and not is_remote(self.location)
+        if not local and (
+            any(character in self.location for character in "*?[")
+            or self.location.lower().endswith(PARQUET_SUFFIXES)
         ):
             raise BloomskipError(
-                f"{self.location}: a dataset with a segmented index is a prefix (folder) of "
-                "Parquet objects, not one object or a glob; give the folder that holds them"
+                f"{self.location}: on object storage or through a filesystem, a dataset is a "
+                "prefix (folder) of Parquet objects, not one object or a glob; give the prefix "
+                "that holds them"
             )
         self._given_filesystem = None
         if filesystem is not None:
@@ -125,15 +136,12 @@ class LakeDataset:
                     "committing an index needs a create-only write that pyarrow and fsspec "
                     "filesystems do not offer"
                 )
-        self.store: Store = open_store(self.location) if filesystem is None else None
-        if snapshot is None:
-            #: Where the files come from: the prefix, or a table snapshot's files.
-            self.listing = PrefixListing(self.location, self.store, self._given_filesystem)
+        if local:
+            root = str(dataset_root(local_path(self.location)))
+            self.store: Store | None = open_store(root)
         else:
-            from bloomskip.dataset.listing.tables.listing import TableListing
-
-            self.listing = TableListing(snapshot, self.store)
-        root = self.store.uri if self.store is not None else self.location
+            self.store = open_store(self.location) if filesystem is None else None
+            root = self.store.uri if self.store is not None else self.location
         self._default_index_location = f"{root}/{INDEX_DIRECTORY}"
         if index_location is None:
             self.index_location = self._default_index_location
@@ -143,8 +151,29 @@ class LakeDataset:
         #: The index's store: its definitions, segments, commits and maintenance.
         self.index = SegmentStore(self.log, self.index_location)
         self._index_prefix = self._nested_index_prefix(root, self.log.store.uri)
+        #: Where the files come from: local files, the prefix, or a table snapshot's files.
+        self.listing: PrefixListing
+        if local:
+            from bloomskip.dataset.listing.local import LocalListing
+
+            # The local listing leaves an index kept inside the folder out of the files: the
+            # index's own store lists its versions.
+            nested = self._index_prefix
+            self._index_prefix = None
+            skip = Path(root, nested) if nested is not None else None
+            self.listing = LocalListing(local_path(self.location), self.store, skip)
+        elif snapshot is None:
+            self.listing = PrefixListing(self.location, self.store, self._given_filesystem)
+        else:
+            from bloomskip.dataset.listing.tables.listing import TableListing
+
+            self.listing = TableListing(snapshot, self.store)
         self.writer = SegmentWriter(
-            self.location, self.index_location, filesystem, store=self.store, log=self.log
+            root if local else self.location,
+            self.index_location,
+            filesystem,
+            store=self.store,
+            log=self.log,
         )
         # Derived from the listed files and the manifest version, and dropped whole when any
         # of them changes (the rule every dataset follows, backends/cache.py).
@@ -185,14 +214,16 @@ class LakeDataset:
             StorageError: The prefix cannot be listed.
         """
         nested = self._index_prefix
-        versions: list[int] | None = [] if nested is not None else None
+        if nested is None:
+            return self.listing.files(), None
+        versions: list[int] = []
         objects: dict[int, ObjectInfo] = {}
         checkpoints: list[ObjectInfo] = []
         segments: set[str] = set()
         data = []
         for info in self.listing.objects():
             key = info.key
-            if nested is not None and key.startswith(nested):
+            if key.startswith(nested):
                 inner = key[len(nested) :]
                 number = version_number(inner)
                 if number is not None:
@@ -204,9 +235,8 @@ class LakeDataset:
                     segments.add(inner)
                 continue
             data.append(info)
-        if nested is not None:
-            self.index.seen_in_listing(objects, segments, checkpoints)
-        return self.listing.data_files(data), sorted(versions) if versions is not None else None
+        self.index.seen_in_listing(objects, segments, checkpoints)
+        return self.listing.data_files(data), sorted(versions)
 
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
         """The newest manifest version (see :meth:`SegmentStore.latest`; ``versions`` from

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING
 
+from bloomskip._sources import ARROW_IPC
 from bloomskip._store import Store, one_line, open_store
 from bloomskip.errors import BloomskipError, FormatError
 
@@ -92,9 +93,13 @@ class SegmentWriter:
         return self._arrow
 
     def source(self, listed) -> SourceFile:
-        """The readable file of a listed one (an object is read as listed: no request asks
-        for its size, and every read is of the listed version)."""
+        """The readable file of a listed one: a local file as its listing found it (path and
+        format); an object read as listed (no request asks for its size, and every read is of
+        the listed version)."""
         from bloomskip.dataset.listing.files import SourceFile
+
+        if listed.source is not None:
+            return listed.source
 
         filesystem, base = self.filesystem()
         opener = self.store.opener(listed.info) if self.store is not None else None
@@ -106,7 +111,7 @@ class SegmentWriter:
         return store.uri_of(key) if store is not None else f"{self.location}/{key}"
 
     def read_schema(self, listed) -> pa.Schema:
-        """A file's Arrow schema (its footer).
+        """A file's Arrow schema (its footer: Parquet's, or an Arrow IPC file's).
 
         Raises:
             FormatError: The footer cannot be read (named with the file's URI).
@@ -114,8 +119,12 @@ class SegmentWriter:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        source = self.source(listed)
         try:
-            return pq.read_schema(self.source(listed).open())
+            if source.format == ARROW_IPC:
+                with pa.memory_map(str(source.path)) as handle:
+                    return pa.ipc.open_file(handle).schema
+            return pq.read_schema(source.open())
         except (pa.ArrowException, OSError) as exc:
             raise FormatError(
                 f"cannot read the schema: {one_line(exc)}",
@@ -206,18 +215,23 @@ class SegmentWriter:
 
         source = self.source(listed)
         uri = self.uri_of(listed.key)
-        try:
-            # One open and one footer read serve the schema, the identity and the reads.
-            opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
-        except BloomskipError:
-            raise
-        except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
-            raise BloomskipError(f"{uri}: cannot index it: {one_line(exc)}") from exc
-        if self.field_ids is not None:
-            from bloomskip.dataset.listing.field_ids import FieldIdParquet
+        if source.format == ARROW_IPC:
+            # Its record batches are its granules, read by the build from the mapped file.
+            opened, schema = None, self.read_schema(listed)
+        else:
+            try:
+                # One open and one footer read serve the schema, the identity and the reads.
+                opened = open_parquet(source, listed.info.size, listed.info.mtime_ns)
+            except BloomskipError:
+                raise
+            except (pa.ArrowException, KeyError, ValueError, OSError) as exc:
+                raise BloomskipError(f"{uri}: cannot index it: {one_line(exc)}") from exc
+            if self.field_ids is not None:
+                from bloomskip.dataset.listing.field_ids import FieldIdParquet
 
-            opened = FieldIdParquet(opened, *self.field_ids)
-        self._check_types(listed, opened.schema, prepared)
+                opened = FieldIdParquet(opened, *self.field_ids)
+            schema = opened.schema
+        self._check_types(listed, schema, prepared)
         entry = index_file(
             source,
             listed.key,
@@ -230,7 +244,7 @@ class SegmentWriter:
             uri,
             progress,
         )
-        return entry, opened.schema
+        return entry, schema
 
     def write_entries(self, entries, prepared, granule, files, schemas) -> SegmentEntry:
         """Write the entries of ``files`` (listed files, in key order) as one new segment."""

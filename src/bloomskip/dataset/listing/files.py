@@ -418,8 +418,26 @@ def glob_root(pattern: str) -> Path:
     return Path(*fixed) if fixed else Path(".")
 
 
+def dataset_root(dataset: str | os.PathLike) -> Path:
+    """The directory :func:`discover` names a DATASET's files relative to, without listing it:
+    a file's folder, a glob's fixed root, or the folder itself (also one that does not exist
+    yet, whose listing then fails).
+
+    Example:
+        >>> str(dataset_root("/data/logs/2026-*/*.parquet"))
+        '/data/logs'
+    """
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.is_file():
+        return path.resolve().parent
+    if is_glob(text) and not path.exists():
+        return glob_root(text).resolve()
+    return path.resolve()
+
+
 def discover(
-    dataset: str | os.PathLike, formats: dict | None = None
+    dataset: str | os.PathLike, formats: dict | None = None, skip: Path | None = None
 ) -> tuple[Path, list[SourceFile], list[tuple[int, ...]]]:
     """Resolve a DATASET argument to its files, each ``stat``-ed once.
 
@@ -428,6 +446,8 @@ def discover(
         formats: A memo of the files listed before, ``{(path text, size, mtime_ns):
             SourceFile}``, kept by the caller between listings so that only new or rewritten
             files are opened to sniff their format; updated in place. None: sniff every file.
+        skip: An absolute folder whose files are not the dataset's (a segmented index kept
+            inside it under a name that is not hidden), never opened.
 
     Returns:
         ``(root, files, keys)``: the directory the dataset lives in (where the default sidecar
@@ -456,7 +476,7 @@ def discover(
         return resolved.parent, [SourceFile(resolved, _dataset_format(path))], [key]
     if path.is_dir():
         root = path.resolve()
-        listed = _walk_files(root)
+        listed = _walk_files(root, skip)
     elif is_glob(text):
         root = glob_root(text).resolve()
         for name in glob.glob(text, recursive=True):
@@ -464,8 +484,10 @@ def discover(
                 stat = os.stat(name)
             except OSError:
                 continue  # a dangling link, or a file removed since the glob listed it
-            if S_ISREG(stat.st_mode):
-                listed.append((str(Path(name).resolve()), stat))
+            # realpath, not Path.resolve: that stats the file a second time.
+            resolved = os.path.realpath(name)
+            if S_ISREG(stat.st_mode) and (skip is None or not Path(resolved).is_relative_to(skip)):
+                listed.append((resolved, stat))
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
     if not listed:
@@ -485,9 +507,10 @@ def discover(
     return root, files, [key_of(stat) for _, stat in listed]
 
 
-def _walk_files(root: Path) -> list[tuple[str, os.stat_result]]:
+def _walk_files(root: Path, skip: Path | None = None) -> list[tuple[str, os.stat_result]]:
     """Every regular file under ``root`` with its ``stat``, as pyarrow.dataset discovers them
-    (``bloomskip._walk``), names starting with ``_`` or ``.`` skipped at any depth.
+    (``bloomskip._walk``), names starting with ``_`` or ``.`` skipped at any depth, and the
+    folder ``skip`` (absolute) not entered.
 
     Raises:
         BloomskipError: A directory or an entry cannot be read (its files would silently be
@@ -495,10 +518,15 @@ def _walk_files(root: Path) -> list[tuple[str, os.stat_result]]:
     """
     from bloomskip._walk import walk
 
+    skipped = Path(os.path.relpath(skip, root)).as_posix() if skip is not None else None
     try:
         return [
             (path, stat)
-            for path, _, stat in walk(str(root), skip=lambda name: name.startswith(("_", ".")))
+            for path, _, stat in walk(
+                str(root),
+                skip=lambda name: name.startswith(("_", ".")),
+                descend=lambda key: key != skipped,
+            )
             if S_ISREG(stat.st_mode)
         ]
     except OSError as exc:

@@ -48,10 +48,12 @@ class FolderListing:
 
     Args:
         path: A Parquet or Arrow IPC file, a directory or a glob of them.
+        skip: A folder whose files are not the dataset's (an index kept inside it).
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, skip: Path | None = None) -> None:
         self.path = os.fspath(path)
+        self.skip = skip
         # The sniffed format of each listed file, by (path, size, mtime_ns): a new listing
         # opens only the files that are new or changed.
         self._formats: dict = {}
@@ -62,7 +64,7 @@ class FolderListing:
         Raises:
             BloomskipError: The dataset holds no file, or files of two formats.
         """
-        return FolderFiles(*discover(self.path, self._formats))
+        return FolderFiles(*discover(self.path, self._formats, self.skip))
 
     @property
     def is_glob(self) -> bool:

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bloomskip._store import ObjectInfo, one_line
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from bloomskip._store import Store
+    from bloomskip.dataset.listing.files import SourceFile
     from bloomskip.dataset.listing.hive import Partitioning
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -43,11 +44,14 @@ class ListedFile:
         distrusted: The listing's own metadata disagrees with the object (a table's log
             states another size): the file has no identity, so it is never pruned, while
             ``info`` still tells whether it changes during a read.
+        source: The file as it is read, when the listing found it (a local file, with its
+            format: Parquet or Arrow IPC); None: read where the dataset's store holds ``key``.
     """
 
     key: str
     info: ObjectInfo
     distrusted: bool = False
+    source: SourceFile | None = field(default=None, compare=False)
 
     @property
     def identity(self) -> dict[str, int | str] | None:
@@ -124,6 +128,15 @@ class PrefixListing:
                 )
             infos.append(listed)
         return sorted(infos, key=lambda info: info.key)
+
+    def files(self) -> list[ListedFile]:
+        """The dataset's files, from one listing (:meth:`objects`, then :meth:`data_files`).
+
+        Raises:
+            BloomskipError: An object is not a Parquet file by its name, or there is none.
+            StorageError: The prefix cannot be listed.
+        """
+        return self.data_files(self.objects())
 
     def data_files(self, objects: list[ObjectInfo]) -> list[ListedFile]:
         """The dataset's files among the objects listed under its prefix (the index's own
