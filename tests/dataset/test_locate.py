@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bloomskip._store import open_store
 from bloomskip.dataset.build.segment_writer import SegmentWriter
+from bloomskip.dataset.listing.prefix import ListedFile
 from bloomskip.dataset.locate import is_remote, table_format
 
 
@@ -51,5 +53,5 @@ def test_a_segment_writer_travels_without_its_open_stores(tmp_path: Path) -> Non
     assert writer.store is not None and writer.log is not None  # opened in the driver
     copy = pickle.loads(pickle.dumps(writer))
     assert copy._store is None and copy._log is None and copy._arrow is None
-    listed = type("Listed", (), {"key": "p.parquet"})()
-    assert copy.read_schema(listed).names == ["a"]
+    (info,) = open_store(str(tmp_path)).list("")
+    assert copy.read_schema(ListedFile(info.key, info)).names == ["a"]

@@ -100,7 +100,6 @@ class SegmentWriter:
 
         if listed.source is not None:
             return listed.source
-
         filesystem, base = self.filesystem()
         opener = self.store.opener(listed.info) if self.store is not None else None
         return SourceFile(f"{base.rstrip('/')}/{listed.key}", "parquet", filesystem, opener)
