@@ -2,7 +2,8 @@
 
 Generates a log dataset (default 20 million rows, files of 1Mi rows in 64Ki-row row groups, as
 issue 31 sets it), indexed with ``user_id`` ``bloom_filter(0.01)`` and ``message``
-``tokenbf_v1(8192, 3, 0)`` at 8,192-row granules, and a small dimension table (one row per
+``tokenbf_v1(8192, 3, 0)`` (granules of a row group, or ``--granule ROWS``; a folder keeps the
+index it was first given), and a small dimension table (one row per
 user of a few hundred). Four queries, each written as a user writes it in DuckDB's SQL and in
 Polars: a point lookup, an ``IN`` of 10 values, a token-ish substring search
 (``contains(message, ' job123 ')``), and a join of the point lookup's rows with the dimension
@@ -25,7 +26,7 @@ Every pair must return the same rows (checked, the run stops otherwise). Times a
 process, medians of interleaved runs; the ratio is the engine's time without bloomskip over
 its time with it.
 
-Usage: python benchmarks/engines.py [--rows N] [--dir DIR] [--repeat R] [--s3]
+Usage: python benchmarks/engines.py [--rows N] [--dir DIR] [--granule G] [--repeat R] [--s3]
 """
 
 from __future__ import annotations
@@ -50,13 +51,12 @@ from bloomskip.dataset import Dataset
 from bloomskip.dataset.demo import generate_logs
 
 INDEXES = ["user_id TYPE bloom_filter(0.01)", "message TYPE tokenbf_v1(8192, 3, 0)"]
-GRANULE = 8_192
 FILE_ROWS = 1 << 20
 ROW_GROUP = 1 << 16
 DIMENSION_USERS = 500
 
 
-def write_data(folder: Path, rows: int) -> list[Path]:
+def write_data(folder: Path, rows: int, granule: str | int) -> list[Path]:
     """Files of :data:`FILE_ROWS` rows in :data:`ROW_GROUP`-row row groups (reused when
     complete), indexed."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -70,7 +70,7 @@ def write_data(folder: Path, rows: int) -> list[Path]:
         paths.append(path)
     dataset = Dataset(folder)
     if not dataset.status().get("indexes"):
-        dataset.build_index(INDEXES, granule=GRANULE, progress=False)
+        dataset.build_index(INDEXES, granule=granule, progress=False)
     return paths
 
 
@@ -185,7 +185,7 @@ def start_s3() -> str:
     return endpoint
 
 
-def s3_rows(paths: list[Path], values: dict, repeat: int) -> list[str]:
+def s3_rows(paths: list[Path], values: dict, repeat: int, granule: str | int) -> list[str]:
     import boto3
     import pyarrow.fs as pafs
 
@@ -196,7 +196,7 @@ def s3_rows(paths: list[Path], values: dict, repeat: int) -> list[str]:
         client.upload_file(str(path), "lake", f"logs/{path.name}")
     uri = "s3://lake/logs"
     dataset = Dataset(uri)
-    dataset.build_index(INDEXES, granule=GRANULE, progress=False)
+    dataset.build_index(INDEXES, granule=granule, progress=False)
     filesystem = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1")
     whole = pads.dataset("lake/logs/", filesystem=filesystem, format="parquet")
     storage = {
@@ -243,24 +243,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="where the data is kept")
+    parser.add_argument("--granule", default="row-group", help="row-group or a row count")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--s3", action="store_true", help="also on moto's S3 server")
     args = parser.parse_args()
     base = args.dir or Path(tempfile.gettempdir()) / f"bloomskip-engines-{args.rows}"
     folder = base / "logs"
-    paths = write_data(folder, args.rows)
+    granule = args.granule if args.granule == "row-group" else int(args.granule)
+    paths = write_data(folder, args.rows, granule)
     values = pick_values(paths)
+    built = Dataset(folder).status()["granule"]
     print(
         f"{args.rows:,} rows in {len(paths)} files of {ROW_GROUP:,}-row row groups "
         f"({sum(p.stat().st_size for p in paths) / 1e6:,.0f} MB) at {folder}; "
-        f"index {', '.join(INDEXES)}, granule {GRANULE:,} rows; warm, medians of {args.repeat}"
+        f"index {', '.join(INDEXES)}, granule {built}; warm, medians of {args.repeat}"
     )
     print("| query | engine | rows | alone ms | + bloomskip ms | ratio |")
     print("|---|---|---|---|---|---|")
     for line in local_rows(folder, paths, values, args.repeat):
         print(line, flush=True)
     if args.s3:
-        for line in s3_rows(paths, values, args.repeat):
+        for line in s3_rows(paths, values, args.repeat, granule):
             print(line, flush=True)
 
 

@@ -96,10 +96,13 @@ def test_every_form_gives_the_engines_own_rows(folder, where, polars_filter) -> 
     assert sorted(tuple(row.values()) for row in fused.to_arrow_table().to_pylist()) == expected
 
 
-def test_duckdb_and_polars_read_only_the_plans_rows(folder) -> None:
+@pytest.mark.parametrize("where", ["user_id = 16415", "user_id IN (70, 3500, 6300)"])
+def test_duckdb_and_polars_read_only_the_plans_rows(folder, where) -> None:
     root, _ = folder
-    plan = Dataset(root).explain("user_id = 16415").access_plan()
+    plan = Dataset(root).explain(where).access_plan()
     assert 0 < plan.rows < ROWS  # granules below the row group: ranges, not row groups
+    # Rows 10, 500 and 900 of the first file: three ranges in one row group.
+    assert where.startswith("user_id =") or max(len(a.row_ranges) for a in plan.files) >= 3
     assert plan.to_duckdb().count("*").fetchall() == [(plan.rows,)]
     assert plan.to_polars().select(pl.len()).collect().item() == plan.rows
     # pyarrow selects row groups: the kept granules' row groups, whole.

@@ -84,6 +84,10 @@ class ScanDecision:
             no conjunct maps.
         explanation: The index's decision, None when the scan is left as written.
         reason: Why the scan is left as written, when it is.
+        span: Where the scan is in the query's text (``[start, end)``).
+        source: What the query reads in its place: a read of the access plan, or the name of
+            the view of a table's plan (:attr:`SqlPlan.views`).
+        located: Whether the run read only the rows its WHERE holds on, located first.
     """
 
     text: str
@@ -91,6 +95,9 @@ class ScanDecision:
     where: str | None = None
     explanation: Explanation | None = field(default=None, repr=False)
     reason: str = ""
+    span: tuple[int, int] = (0, 0)
+    source: str = ""
+    located: bool = False
 
     def summary(self) -> str:
         """One line: what the scan reads, and why."""
@@ -164,7 +171,6 @@ def plan_sql(query: str, connection=None) -> SqlPlan:
     qualified = any(column.table for column in statement.find_all(exp.Column))
     connection = connection if connection is not None else _connect()
     scans = []
-    replacements = []
     views = {}
     for table in statement.find_all(exp.Table):
         span = _scan_span(query, table)
@@ -180,21 +186,42 @@ def plan_sql(query: str, connection=None) -> SqlPlan:
             decision = _decide(table, path, query[start:end], connection)
         else:
             decision = _decide_table(table, path, query[start:end], table_format)
+        decision.span = (start, end)
         scans.append(decision)
         if decision.explanation is None:
             continue
         if table_format is None:
             from bloomskip.dataset.scan.query import parquet_source
 
-            replacements.append((start, end, parquet_source(decision.explanation)))
+            decision.source = parquet_source(decision.explanation)
         else:
-            name = f"{TABLE_VIEW_PREFIX}{len(views)}"
-            views[name] = decision.explanation
-            replacements.append((start, end, name))
-    text = query
-    for start, end, source in sorted(replacements, reverse=True):
-        text = text[:start] + source + text[end:]
-    return SqlPlan(query, text, scans, views)
+            decision.source = f"{TABLE_VIEW_PREFIX}{len(views)}"
+            views[decision.source] = decision.explanation
+    return SqlPlan(query, _replaced(query, scans), scans, views)
+
+
+def _replaced(query: str, scans: list[ScanDecision]) -> str:
+    """``query`` with each pruned scan's text replaced by what it reads."""
+    for scan in sorted(scans, key=lambda scan: scan.span, reverse=True):
+        if scan.explanation is not None:
+            start, end = scan.span
+            query = query[:start] + scan.source + query[end:]
+    return query
+
+
+def _located(plan: SqlPlan, connection) -> str:
+    """The plan's text, each pruned Parquet scan reading only the rows its mapped WHERE holds
+    on where locating them first pays (``scan.query.located_source``). A mapped conjunct
+    holds wherever DuckDB's does, so no row the query keeps is left out."""
+    from bloomskip.dataset.scan.query import located_source
+
+    for scan in plan.scans:
+        if scan.explanation is None or scan.source in plan.views:
+            continue
+        source = located_source(connection, scan.explanation, scan.where)
+        if source is not None:
+            scan.source, scan.located = source, True
+    return _replaced(plan.query, plan.scans)
 
 
 def sql(query: str, *, connection=None) -> duckdb.DuckDBPyRelation:
@@ -230,6 +257,7 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
     """:func:`sql`, with the :class:`SqlPlan` whose text gave the rows."""
     import duckdb
 
+    from bloomskip.dataset.scan.query import sparse_reads
     from bloomskip.errors import StaleSourceError
 
     connection = connection if connection is not None else _connect()
@@ -239,7 +267,9 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
         try:
             if not plan.scans or all(scan.explanation is None for scan in plan.scans):
                 return connection.sql(query), plan
-            with _prefetching(connection, plan), _registered(connection, plan.views):
+            with _prefetching(connection), _registered(connection, plan.views):
+                plan.text = _located(plan, connection)
+                sparse_reads(connection, _reads_sparsely(plan))
                 table = connection.sql(plan.text).to_arrow_table()
         except duckdb.Error as exc:
             raise _rejected(exc) from exc
@@ -280,22 +310,30 @@ def _connect():
 
 
 @contextlib.contextmanager
-def _prefetching(connection, plan: SqlPlan):
-    """Within the block, DuckDB reads without prefetching when every pruned scan reads a few
-    pages of its row groups (``scan.query.sparse_reads``); the setting is restored after."""
-    from bloomskip.dataset.scan.query import reads_sparsely, sparse_reads
+def _prefetching(connection):
+    """Within the block, DuckDB reads without prefetching (``scan.query.sparse_reads``: rows
+    are located first) unless the block says otherwise; the setting is restored after."""
+    from bloomskip.dataset.scan.query import sparse_reads
 
-    sparse = all(
-        reads_sparsely(scan.explanation.plan) for scan in plan.scans if scan.explanation is not None
-    )
     (before,) = connection.execute(
         "SELECT current_setting('disable_parquet_prefetching')"
     ).fetchone()
-    sparse_reads(connection, sparse)
+    sparse_reads(connection, True)
     try:
         yield
     finally:
         sparse_reads(connection, bool(before))
+
+
+def _reads_sparsely(plan: SqlPlan) -> bool:
+    """Whether every pruned scan reads located rows, or a few pages of its row groups."""
+    from bloomskip.dataset.scan.query import reads_sparsely
+
+    return all(
+        scan.located or reads_sparsely(scan.explanation.plan)
+        for scan in plan.scans
+        if scan.explanation is not None
+    )
 
 
 def _dataset(path: str):

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bloomskip.dataset.scan.query import FILE_COLUMN, ROW_NUMBER, parquet_source, unified_source
+from bloomskip.dataset.scan.query import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    ROW_NUMBER,
+    parquet_source,
+    unified_source,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -66,19 +72,31 @@ class ExplanationReader:
         return connection.sql(f"SELECT * FROM {source(self.explanation)}")
 
     def to_polars(self, plan: AccessPlan) -> pl.LazyFrame:
+        """Local Parquet of one schema: Polars' own reader, one slice per row group read;
+        anywhere else the pyarrow form."""
         import polars as pl
 
         if not plan.files or not self._readable_by_path() or not self._uniform():
             return pl.scan_pyarrow_dataset(self.to_pyarrow(plan))
         frames = []
         for access in plan.files:
-            whole = pl.scan_parquet(access.path)
             if access.whole:
-                frames.append(whole)
+                frames.append(pl.scan_parquet(access.path))
                 continue
-            frames.extend(
-                whole.slice(start, stop - start) for start, stop in access.row_ranges.tolist()
-            )
+            # Polars decodes every row group a slice touches whole: one slice per row group,
+            # from its first kept row to its last, decodes each once however many granules
+            # of it are kept (a slice per granule decoded it once per granule); the row
+            # numbers then keep exactly the plan's rows.
+            numbered = pl.scan_parquet(access.path, row_index_name=ROW_COLUMN)
+            for _, ranges in access.per_row_group():
+                start, stop = int(ranges[0, 0]), int(ranges[-1, 1])
+                frame = numbered.slice(start, stop - start)
+                if len(ranges) > 1:
+                    row = pl.col(ROW_COLUMN)
+                    frame = frame.filter(
+                        pl.any_horizontal([row.is_between(a, b - 1) for a, b in ranges.tolist()])
+                    )
+                frames.append(frame.drop(ROW_COLUMN))
         return pl.concat(frames, how="vertical")
 
     def changed(self, plan: AccessPlan) -> list[str]:
@@ -92,7 +110,8 @@ class ExplanationReader:
         if explanation.table_files or not explanation.files or not self._by_path():
             return False
         names = explanation.schema_source().names
-        return not duckdb_aliases(names) and ROW_NUMBER not in names and FILE_COLUMN not in names
+        own = {ROW_NUMBER, FILE_COLUMN, ROW_COLUMN}
+        return not duckdb_aliases(names) and own.isdisjoint(names)
 
 
 __all__ = ["ExplanationReader"]

@@ -617,6 +617,44 @@ def _lookup_mask(table, terms: tuple):
     return combine.reduce(masks)
 
 
+def located_source(connection, result: Explanation, where: str) -> str | None:
+    """A DuckDB table expression reading only the rows of ``result``'s plan where ``where``
+    (ClickHouse) holds, located first as :func:`run_query` locates them, so that the kept row
+    groups' false positives cost the WHERE's columns only; None when locating does not pay
+    there (one range, too many matches, strings over whole row groups: read the plan).
+
+    Args:
+        connection: The DuckDB connection (a cursor of it is used).
+        result: The pruning result of local Parquet files of one schema.
+        where: The ClickHouse WHERE the decision was made for.
+
+    Returns:
+        SQL for the ``FROM`` clause (``SELECT *`` of the files' columns), or None.
+
+    Example:
+        >>> located_source(duckdb.connect(), dataset.explain("k = 5"), "k = 5")  # doctest: +SKIP
+        "(SELECT * EXCLUDE (file_row_number) FROM read_parquet(..) WHERE .. IN (5071))"
+    """
+    from bloomskip.dataset.sql.translate import (
+        clickhouse_to_duckdb_tables,
+        column_kinds,
+        duckdb_aliases,
+    )
+
+    schema = result.schema_source()
+    if duckdb_aliases(schema.names) or ROW_NUMBER in schema.names:
+        return None
+    condition, value_tables = clickhouse_to_duckdb_tables(where, column_kinds(schema))
+    cursor = connection.cursor()
+    try:
+        for name, table in value_tables:
+            cursor.register(name, table)
+        matches = _locate(cursor, result, schema, where, condition, None)
+    finally:
+        cursor.close()
+    return None if matches is None else union_source(matched_rows_parts(result, matches))
+
+
 def matched_rows_parts(result: Explanation, matches: dict) -> list[tuple[str, int]]:
     """The reads of exactly the located rows (see :func:`locate_matches`), by their
     ``file_row_number``: one per file, or one per row group holding a row when they are at
