@@ -17,8 +17,9 @@ Each mapped atom is true wherever Polars' predicate is true (a null is never kep
 filter, nor by an atom), so the index's decision (``Dataset.explain``) keeps every granule
 holding a row the predicate keeps. Only what the access plan keeps is read, through its Polars
 form (``AccessPlan.to_polars``): for local Parquet files of one schema, the kept row ranges by
-Polars' own Parquet reader (``scan_parquet(...).slice``), so the rows and their types are
-exactly those of ``pl.scan_parquet`` over the same files with the same filter; elsewhere (an
+Polars' own Parquet reader (each file's scan filtered on its row numbers), so the rows and
+their types are exactly those of ``pl.scan_parquet`` over the same files with the same filter;
+elsewhere (an
 object store, a table, files of several schemas) the kept row groups through pyarrow, with a
 table's deleted rows dropped and its partition values filled. Polars then applies the
 predicate itself. Projection and ``n_rows`` are honoured.

@@ -72,8 +72,8 @@ class ExplanationReader:
         return connection.sql(f"SELECT * FROM {source(self.explanation)}")
 
     def to_polars(self, plan: AccessPlan) -> pl.LazyFrame:
-        """Local Parquet of one schema: Polars' own reader, one slice per row group read;
-        anywhere else the pyarrow form."""
+        """Local Parquet of one schema: Polars' own reader, each file's kept rows by row
+        number; anywhere else the pyarrow form."""
         import polars as pl
 
         if not plan.files or not self._readable_by_path() or not self._uniform():
@@ -83,20 +83,15 @@ class ExplanationReader:
             if access.whole:
                 frames.append(pl.scan_parquet(access.path))
                 continue
-            # Polars decodes every row group a slice touches whole: one slice per row group,
-            # from its first kept row to its last, decodes each once however many granules
-            # of it are kept (a slice per granule decoded it once per granule); the row
-            # numbers then keep exactly the plan's rows.
+            # One scan of the file, filtered by row number, not a slice per range: Polars
+            # decodes every row group a slice touches whole, every column (once per granule
+            # kept in it), while a filter is evaluated with the query's own predicate on
+            # their columns first, and the other columns decoded for the rows that pass
+            # (20M rows, 8,192-row granules, a point lookup: 139 ms sliced, 63 ms filtered).
             numbered = pl.scan_parquet(access.path, row_index_name=ROW_COLUMN)
-            for _, ranges in access.per_row_group():
-                start, stop = int(ranges[0, 0]), int(ranges[-1, 1])
-                frame = numbered.slice(start, stop - start)
-                if len(ranges) > 1:
-                    row = pl.col(ROW_COLUMN)
-                    frame = frame.filter(
-                        pl.any_horizontal([row.is_between(a, b - 1) for a, b in ranges.tolist()])
-                    )
-                frames.append(frame.drop(ROW_COLUMN))
+            row = pl.col(ROW_COLUMN)
+            kept = [row.is_between(a, b - 1) for a, b in access.row_ranges.tolist()]
+            frames.append(numbered.filter(pl.any_horizontal(kept)).drop(ROW_COLUMN))
         return pl.concat(frames, how="vertical")
 
     def changed(self, plan: AccessPlan) -> list[str]:
