@@ -293,8 +293,10 @@ def test_workers_without_bloomskip_give_a_one_line_error(lake_data, tmp_path, ca
 
     from distributed import Client, LocalCluster
 
+    # A dashboard on a free port: distributed reads None as its default, 8787, which the
+    # module's cluster holds, and its warning would reach the captured stderr.
     with LocalCluster(
-        n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=0, processes=True, host="127.0.0.1", dashboard_address=":0"
     ) as local:
         worker = subprocess.Popen(
             [sys.executable, "-c", WORKER_WITHOUT_BLOOMSKIP, local.scheduler_address],
