@@ -119,6 +119,26 @@ def s3_requests(s3_server) -> S3RequestLog:
     return s3_server[1]
 
 
+@pytest.fixture(scope="module")
+def cluster(s3_endpoint: str):
+    """A real Dask cluster, ``(LocalCluster, Client)``: a scheduler on 127.0.0.1 and two
+    worker processes, which inherit the S3 server's environment; its dashboard on a free port
+    (distributed reads None as 8787, which another cluster of the run may hold)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as local,
+        Client(local) as client,
+    ):
+        yield local, client
+
+
 @pytest.fixture
 def bucket(s3_endpoint: str) -> str:
     """A new empty bucket's name."""

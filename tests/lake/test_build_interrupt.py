@@ -120,24 +120,6 @@ def test_ctrl_c_stops_a_build_at_once_and_deletes_what_it_wrote(lake, tasks) -> 
     assert len(after.explain("id = 250123").plan.files) < FILES  # the index still prunes
 
 
-@pytest.fixture(scope="module")
-def cluster(s3_endpoint):
-    """A real Dask cluster: a scheduler on 127.0.0.1 and two worker processes."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as local,
-        Client(local) as client,
-    ):
-        yield client
-
-
 def test_an_interrupted_build_on_dask_stops_its_tasks_and_deletes_their_segments(
     lake, cluster, monkeypatch
 ) -> None:
@@ -146,6 +128,7 @@ def test_an_interrupted_build_on_dask_stops_its_tasks_and_deletes_their_segments
 
     from bloomskip.dataset.build import tasks
 
+    _, client = cluster
     monkeypatch.setattr(tasks, "TASK_MAX_FILES", 2)
     data, index = lake
     before = _segments(index)
@@ -161,11 +144,11 @@ def test_an_interrupted_build_on_dask_stops_its_tasks_and_deletes_their_segments
     watcher = threading.Thread(target=interrupt_once_a_task_wrote)
     watcher.start()
     with pytest.raises(KeyboardInterrupt):
-        LakeDataset(data, index_location=index).build_index(HEAVY, progress=False, client=cluster)
+        LakeDataset(data, index_location=index).build_index(HEAVY, progress=False, client=client)
     print(f"\ndask: the build raised {time.monotonic() - interrupted[0]:.2f} s after Ctrl-C")
     watcher.join()
     # The tasks still running stopped (none is left on the workers), and what the finished
     # ones wrote is gone.
-    assert not any(cluster.processing().values())
+    assert not any(client.processing().values())
     assert _segments(index) == before
     assert Dataset(data, index_location=index).query("id = 7", ["id"]).num_rows == 1

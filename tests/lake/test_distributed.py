@@ -23,24 +23,6 @@ from bloomskip.dataset.backends.lake import LakeDataset
 from bloomskip.dataset.build import tasks as lake_build
 
 
-@pytest.fixture(scope="module")
-def cluster(s3_endpoint):
-    """Two worker processes; they inherit the S3 server's environment."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as local,
-        Client(local) as client,
-    ):
-        yield local, client
-
-
 @pytest.fixture
 def small_tasks(monkeypatch):
     """Plans of several tasks even for a small dataset (the planner's own knob)."""
