@@ -199,8 +199,16 @@ def test_index_build_json(ids_data: Path, tmp_path: Path, capsys) -> None:
     assert main(argv + ["--index", "s TYPE tokenbf_v1(256, 2, 0)"]) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)
-    sidecar = ids_data / "_bloomskip.index"
-    assert report == {
+    index = ids_data / "_bloomskip"
+    assert report["index_layout"] == "segmented" and report["index"] == str(index)
+    assert report["files_reindexed"] == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    assert report["index_bytes"] == sum(p.stat().st_size for p in index.glob("segments/*"))
+    assert main(["index", "build", str(ids_data), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files_reindexed"] == []
+
+    sidecar = tmp_path / "ids.index"
+    assert main(argv + ["--sidecar", str(sidecar)]) == 0
+    assert json.loads(capsys.readouterr().out) == {
         "index_layout": "sidecar",
         "index": str(sidecar),
         "files": 3,
@@ -208,8 +216,6 @@ def test_index_build_json(ids_data: Path, tmp_path: Path, capsys) -> None:
         "index_bytes": sidecar.stat().st_size,
         "warnings": [],
     }
-    assert main(["index", "build", str(ids_data), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["files_reindexed"] == []
 
     location = tmp_path / "segments"
     assert main(argv + ["--index-location", str(location)]) == 0
@@ -232,13 +238,15 @@ def test_explain_json(ids_data: Path, capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     assert main(base + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out) == report
-    assert report["table"] is None and report["warnings"] == [] and report["io"] == {}
+    assert report["table"] is None and report["warnings"] == []
+    assert report["io"]["index_requests"] > 0 and report["io"]["data_footers_read"] > 0
     by_column, tokens = report["indexes"]
     assert by_column["definition"].endswith("user_id TYPE bloom_filter GRANULARITY 1")
     assert by_column["useful"] and by_column["note"] == ""
     assert by_column["granules"] == 30 and by_column["granules_skipped"] >= 28
     assert by_column["rows_skipped"] == 2_000 * by_column["granules_skipped"]
-    assert by_column["bytes_skipped"] > 0
+    # Only the kept files' footers are read: the bytes a skipped file holds are not known.
+    assert by_column["bytes_skipped"] is None
     assert not tokens["useful"] and tokens["note"] and tokens["bytes_skipped"] is None
     read = report["read"]
     assert (read["files"], read["row_groups"], read["rows"]) == (3, 30, 60_000)
@@ -438,9 +446,7 @@ def test_two_index_builds_started_together_keep_both_indexes(ids_data: Path) -> 
     for process in processes:
         _, err = process.communicate(timeout=300)
         assert process.returncode == 0, err
-    from bloomskip.dataset.index.sidecar import read_sidecar
+    from bloomskip.dataset import Dataset
 
-    names = [
-        spec.definition.split()[1] for spec in read_sidecar(ids_data / "_bloomskip.index").indexes
-    ]
-    assert sorted(names) == ["t", "u"]
+    definitions = Dataset(ids_data).index.definitions()
+    assert sorted(spec.definition.split()[1] for spec in definitions.indexes) == ["t", "u"]

@@ -15,7 +15,7 @@ import pytest
 from matplotlib.image import imread
 
 from bloomskip import Dataset
-from bloomskip.dataset.prune import file_states, index_fill
+from bloomskip.dataset.prune import index_fill
 from bloomskip.errors import BloomskipError
 from bloomskip.plots import DPI, WIDTH, plot_explain, plot_fill, save_figure
 
@@ -57,9 +57,7 @@ def _png_shape(path: Path) -> tuple[int, int]:
 
 
 def test_fill_heatmap_marks_the_saturated_granules(data: Path, tmp_path: Path) -> None:
-    dataset = Dataset(data)
-    sidecar = dataset.load_sidecar()
-    fill = index_fill(file_states(dataset.files, dataset.root, sidecar), sidecar, 0.5)
+    fill = index_fill(*Dataset(data).index_states(), 0.5)
     assert [item["name"] for item in fill] == ["k_bf", "tiny"]
     assert len(fill[0]["fill_ratio"]) == 20 and fill[0]["boundaries"] == [0, 10]
     # 1 byte of ngram filter holds nothing useful: every granule of "tiny" is saturated.
@@ -101,9 +99,12 @@ def test_a_segmented_index_draws_the_same_fill_as_the_sidecar(data: Path, tmp_pa
     )
     states, sidecar = lake.index_states()
     segmented = index_fill(states, sidecar, 0.5)
-    dataset = Dataset(data)
-    local = dataset.load_sidecar()
-    expected = index_fill(file_states(dataset.files, dataset.root, local), local, 0.5)
+    sidecar = Dataset(data, sidecar=tmp_path / "one.index")
+    sidecar.build_index(
+        ["INDEX k_bf k TYPE bloom_filter(0.05)", "INDEX tiny s TYPE ngrambf_v1(3, 1, 2, 0)"],
+        progress=False,
+    )
+    expected = index_fill(*sidecar.index_states(), 0.5)
     for mine, theirs in zip(segmented, expected, strict=True):
         assert np.array_equal(mine["fill_ratio"], theirs["fill_ratio"])
         assert np.array_equal(mine["saturated"], theirs["saturated"])

@@ -1,4 +1,5 @@
-"""Index life cycle: incremental builds, changed sources, corrupt sidecars, SIGKILL mid-build."""
+"""The sidecar layout's life cycle (``sidecar=``, the single-file index before segments):
+incremental builds, changed sources, corrupt sidecars, SIGKILL mid-build."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataset_fixtures import INDEXES, make_table, write_dataset
 
 from bloomskip.dataset import Dataset
 from bloomskip.dataset.index.sidecar import read_sidecar
+from bloomskip.dataset.locate import default_sidecar_path
 from bloomskip.dataset.sql.translate import clickhouse_to_duckdb
 from bloomskip.errors import BloomskipError, FormatError
 
@@ -31,6 +33,12 @@ def _full_scan_ids(directory: Path, where: str) -> list[int]:
     return sorted(row[0] for row in duckdb.sql(sql).fetchall())
 
 
+def _sidecar_dataset(directory: Path) -> Dataset:
+    """``directory`` (or a file) with its index in the sidecar layout, at the path that
+    layout gives it by default."""
+    return Dataset(directory, sidecar=default_sidecar_path(directory))
+
+
 def _ids(dataset: Dataset, where: str) -> list[int]:
     return sorted(dataset.query(where, ["id"]).column("id").to_pylist())
 
@@ -39,25 +47,25 @@ def _ids(dataset: Dataset, where: str) -> list[int]:
 def fresh(tmp_path: Path, dataset_dir: Path) -> Path:
     directory = tmp_path / "data"
     shutil.copytree(dataset_dir, directory)
-    Dataset(directory).build_index(INDEXES, progress=False)
+    _sidecar_dataset(directory).build_index(INDEXES, progress=False)
     return directory
 
 
 def test_rebuild_reindexes_only_new_or_changed_files(fresh: Path) -> None:
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     assert dataset.build_index(INDEXES, progress=False).rebuilt == []
     pq.write_table(make_table(800, 99, 10_000), fresh / "part-1.parquet", row_group_size=64)
     pq.write_table(make_table(300, 98, 20_000), fresh / "part-9.parquet", row_group_size=64)
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     assert dataset.build_index(None, progress=False).rebuilt == ["part-1.parquet", "part-9.parquet"]
-    assert Dataset(fresh).build_index(None, progress=False).rebuilt == []
-    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
+    assert _sidecar_dataset(fresh).build_index(None, progress=False).rebuilt == []
+    assert _ids(_sidecar_dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
 
 
 def test_definitions_given_again_keep_every_index(fresh: Path) -> None:
     """Issue 17: a build with some definitions used to drop the others without a word."""
     before = read_sidecar(fresh / "_bloomskip.index")
-    report = Dataset(fresh).build_index(INDEXES[:2], progress=False)
+    report = _sidecar_dataset(fresh).build_index(INDEXES[:2], progress=False)
     assert report.rebuilt == []
     assert read_sidecar(report.sidecar).indexes == before.indexes
 
@@ -65,7 +73,7 @@ def test_definitions_given_again_keep_every_index(fresh: Path) -> None:
 def test_a_new_index_is_added_and_only_it_is_computed(fresh: Path) -> None:
     before = read_sidecar(fresh / "_bloomskip.index")
     extra = "INDEX v_bf v TYPE bloom_filter(0.1)"
-    report = Dataset(fresh).build_index([extra], progress=False)
+    report = _sidecar_dataset(fresh).build_index([extra], progress=False)
     after = read_sidecar(report.sidecar)
     assert [spec.definition for spec in after.indexes][: len(INDEXES)] == [
         spec.definition for spec in before.indexes
@@ -77,21 +85,25 @@ def test_a_new_index_is_added_and_only_it_is_computed(fresh: Path) -> None:
     for name, entry in after.files.items():
         assert list(entry.payloads)[:-1] == list(before.files[name].payloads)
         assert list(entry.payloads)[-1] == list(alone.files[name].payloads)[0]
-    assert _ids(Dataset(fresh), "v > 0.5 AND k = 13") == _full_scan_ids(fresh, "v > 0.5 AND k = 13")
+    assert _ids(_sidecar_dataset(fresh), "v > 0.5 AND k = 13") == _full_scan_ids(
+        fresh, "v > 0.5 AND k = 13"
+    )
 
 
 def test_a_changed_definition_needs_replace(fresh: Path) -> None:
     changed = "INDEX k_bf k TYPE bloom_filter(0.2)"
     with pytest.raises(BloomskipError, match="give --replace"):
-        Dataset(fresh).build_index([changed], progress=False)
-    report = Dataset(fresh).build_index([changed], replace=True, progress=False)
+        _sidecar_dataset(fresh).build_index([changed], progress=False)
+    report = _sidecar_dataset(fresh).build_index([changed], replace=True, progress=False)
     assert len(report.rebuilt) == 3
     definitions = [spec.definition for spec in read_sidecar(report.sidecar).indexes]
     assert definitions[0] == "INDEX k_bf k TYPE bloom_filter(0.2) GRANULARITY 1"
     assert len(definitions) == len(INDEXES)
     with pytest.raises(BloomskipError, match="granule"):
-        Dataset(fresh).build_index(None, granule=100, progress=False)
-    assert Dataset(fresh).build_index(None, granule=100, replace=True, progress=False).rebuilt
+        _sidecar_dataset(fresh).build_index(None, granule=100, progress=False)
+    assert (
+        _sidecar_dataset(fresh).build_index(None, granule=100, replace=True, progress=False).rebuilt
+    )
 
 
 def test_two_builds_at_once_keep_both_indexes(dataset_dir: Path, tmp_path: Path) -> None:
@@ -103,7 +115,7 @@ def test_two_builds_at_once_keep_both_indexes(dataset_dir: Path, tmp_path: Path)
 
     def build(definition: str) -> None:
         try:
-            Dataset(directory).build_index([definition], progress=False)
+            _sidecar_dataset(directory).build_index([definition], progress=False)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -125,7 +137,7 @@ def test_two_builds_at_once_keep_both_indexes(dataset_dir: Path, tmp_path: Path)
 def test_changed_file_is_scanned_and_answered_correctly(fresh: Path) -> None:
     # Rewrite part-0 with different rows: the old index must not be trusted for it.
     pq.write_table(make_table(1500, 1234, 0), fresh / "part-0.parquet", row_group_size=97)
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     result = dataset.explain(WHERE)
     assert result.changed_files == ["part-0.parquet"]
     assert any(w.startswith("1 file changed since it was indexed") for w in result.warnings)
@@ -139,7 +151,7 @@ def test_footer_change_with_same_size_and_mtime_is_detected(tmp_path: Path) -> N
     path = tmp_path / "one.parquet"
     table = make_table(400, 5, 0).replace_schema_metadata({"tag": "QZXJ7"})
     pq.write_table(table, path, row_group_size=100)
-    dataset = Dataset(path)
+    dataset = _sidecar_dataset(path)
     dataset.build_index(INDEXES[:1], progress=False)
     stat = path.stat()
     data = path.read_bytes()
@@ -147,7 +159,7 @@ def test_footer_change_with_same_size_and_mtime_is_detected(tmp_path: Path) -> N
     path.write_bytes(data.replace(b"QZXJ7", b"QZXJ8"))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
-    result = Dataset(path).explain("k = 13")
+    result = _sidecar_dataset(path).explain("k = 13")
     assert result.files[0].status == "changed since indexing"
     assert len(result.row_groups()) == 4
 
@@ -155,7 +167,7 @@ def test_footer_change_with_same_size_and_mtime_is_detected(tmp_path: Path) -> N
 def test_missing_file_and_new_file(fresh: Path) -> None:
     (fresh / "part-2.parquet").unlink()
     pq.write_table(make_table(500, 77, 50_000), fresh / "part-7.parquet", row_group_size=100)
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     result = dataset.explain(WHERE)
     assert result.unindexed_files == ["part-7.parquet"]
     assert any(w.startswith("1 file is not indexed") for w in result.warnings)
@@ -174,7 +186,7 @@ def test_corrupt_sidecar_header_falls_back_to_a_scan(fresh: Path) -> None:
     data = bytearray(sidecar.read_bytes())
     data[40] ^= 0x40  # inside the header
     sidecar.write_bytes(bytes(data))
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     with pytest.raises(FormatError, match="checksum"):
         dataset.load_sidecar()
     result = dataset.explain(WHERE)
@@ -182,7 +194,7 @@ def test_corrupt_sidecar_header_falls_back_to_a_scan(fresh: Path) -> None:
     assert all(keep.all() for keep in result.keep)
     assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
     # build replaces a corrupt sidecar
-    Dataset(fresh).build_index(INDEXES, progress=False)
+    _sidecar_dataset(fresh).build_index(INDEXES, progress=False)
     assert len(read_sidecar(sidecar).files) == 3
 
 
@@ -197,7 +209,7 @@ def test_corrupt_section_scans_only_the_file_it_covers(fresh: Path) -> None:
     data = bytearray(sidecar.read_bytes())
     data[payload_start + offset + length // 2] ^= 0x01
     sidecar.write_bytes(bytes(data))
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     dataset.load_sidecar()  # the header is intact: only that section is refused, when read
     where = "k = 1300"
     result = dataset.explain(where)
@@ -209,8 +221,8 @@ def test_corrupt_section_scans_only_the_file_it_covers(fresh: Path) -> None:
     assert not outcome.keep[by_name["part-0.parquet"]].all()  # still pruned by it
     assert _ids(dataset, where) == _full_scan_ids(fresh, where)
     # build re-indexes the file whose section is corrupt, and only that one
-    assert Dataset(fresh).build_index(None, progress=False).rebuilt == ["part-1.parquet"]
-    assert not any("corrupt" in w for w in Dataset(fresh).explain(where).warnings)
+    assert _sidecar_dataset(fresh).build_index(None, progress=False).rebuilt == ["part-1.parquet"]
+    assert not any("corrupt" in w for w in _sidecar_dataset(fresh).explain(where).warnings)
 
 
 @pytest.mark.parametrize("position", [i / 23 for i in range(24)])
@@ -224,13 +236,13 @@ def test_any_flipped_byte_on_disk_never_gives_a_wrong_answer(fresh: Path, positi
             list(entry.payloads)
     # A query reads only the sections it needs: whether or not it meets the flipped byte, the
     # answer is the full scan's.
-    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
+    assert _ids(_sidecar_dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
 
 
 def test_no_sidecar_scans_and_refresh_without_definitions_fails(tmp_path: Path) -> None:
     directory = tmp_path / "plain"
     write_dataset(directory, [(300, 50)])
-    dataset = Dataset(directory)
+    dataset = _sidecar_dataset(directory)
     assert dataset.explain("k = 1").warnings[0].startswith("no index at")
     assert _ids(dataset, "k = 13") == _full_scan_ids(directory, "k = 13")
     with pytest.raises(BloomskipError, match="no --index"):
@@ -238,7 +250,7 @@ def test_no_sidecar_scans_and_refresh_without_definitions_fails(tmp_path: Path) 
 
 
 def test_bad_definitions_are_user_errors(fresh: Path) -> None:
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     for definition, message in [
         ("nope TYPE bloom_filter", "not a column"),
         ("k TYPE tokenbf_v1(0, 1, 0)", "tokenbf"),
@@ -256,14 +268,16 @@ def test_bad_definitions_are_user_errors(fresh: Path) -> None:
 KILL_SCRIPT = """
 import sys
 from bloomskip.dataset import Dataset
-Dataset(sys.argv[1]).build_index([sys.argv[2]], replace=True, progress=False)
+Dataset(sys.argv[1], sidecar=sys.argv[1] + "/_bloomskip.index").build_index(
+    [sys.argv[2]], replace=True, progress=False
+)
 """
 
 
 def test_sigkill_during_build_leaves_old_index_or_none(tmp_path: Path) -> None:
     directory = tmp_path / "big"
     write_dataset(directory, [(20_000, 100)] * 2)
-    Dataset(directory).build_index(["k TYPE bloom_filter"], progress=False)
+    _sidecar_dataset(directory).build_index(["k TYPE bloom_filter"], progress=False)
     sidecar = directory / "_bloomskip.index"
     old = read_sidecar(sidecar)
     # 400 granules x 64 KiB: the new sidecar takes a while to write, so the kill lands mid-way.
@@ -299,7 +313,7 @@ def test_file_without_the_index_column_is_indexed_as_nulls(tmp_path: Path) -> No
     directory = tmp_path / "mixed"
     write_dataset(directory, [(200, 50)])
     pq.write_table(make_table(100, 3, 500).drop_columns(["s"]), directory / "part-5.parquet")
-    dataset = Dataset(directory)
+    dataset = _sidecar_dataset(directory)
     dataset.build_index(INDEXES, progress=False)
     result = dataset.explain("hasToken(s, 'timeout')")
     assert not result.keep[1].any()  # no s in part-5: NULL, never a token
@@ -321,7 +335,7 @@ def test_checksummed_but_malformed_payload_is_not_trusted(fresh: Path) -> None:
     # k_bf: the last granule is cut short, under a valid section checksum
     entry.payloads = [entry.payloads[0][:-3], *entry.payloads[1:]]
     write_sidecar(sidecar, sidecar_path)
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     result = dataset.explain("k = 1300")
     (k_index,) = [o for o in result.indexes if o.definition.startswith("INDEX k_bf")]
     assert not k_index.useful and k_index.note.startswith("not used:")
@@ -360,12 +374,14 @@ def test_v1_sidecar_is_used_and_upgraded_by_build(fresh: Path) -> None:
         entry.payloads = list(entry.payloads)  # read now: the file is rewritten in place below
     _write_v1(current, sidecar_path)
     assert struct.unpack_from("<H", sidecar_path.read_bytes(), 8) == (1,)
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     result = dataset.explain("k = 1300")
     assert result.warnings == [] and any(o.granules_skipped for o in result.indexes)
     assert _ids(dataset, "k = 1300") == _full_scan_ids(fresh, "k = 1300")
     assert _ids(dataset, WHERE) == _full_scan_ids(fresh, WHERE)
-    assert Dataset(fresh).build_index(None, progress=False).rebuilt == []  # nothing re-indexed
+    assert (
+        _sidecar_dataset(fresh).build_index(None, progress=False).rebuilt == []
+    )  # nothing re-indexed
     assert struct.unpack_from("<H", sidecar_path.read_bytes(), 8) == (2,)  # but rewritten as v2
     assert read_sidecar(sidecar_path) == current
 
@@ -384,7 +400,7 @@ def test_an_index_no_predicate_can_use_is_warned_about() -> None:
 
 
 def test_status_and_dropping_one_index(fresh: Path) -> None:
-    dataset = Dataset(fresh)
+    dataset = _sidecar_dataset(fresh)
     status = dataset.status()
     assert status["files"] == status["files_indexed"] == 3
     assert [item["definition"].split()[1] for item in status["indexes"]] == [
@@ -402,8 +418,8 @@ def test_status_and_dropping_one_index(fresh: Path) -> None:
     for name, entry in after.files.items():
         old = list(before.files[name].payloads)
         assert list(entry.payloads) == old[:dropped] + old[dropped + 1 :]
-    assert _ids(Dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
+    assert _ids(_sidecar_dataset(fresh), WHERE) == _full_scan_ids(fresh, WHERE)
     pq.write_table(make_table(300, 98, 20_000), fresh / "part-9.parquet", row_group_size=64)
-    assert Dataset(fresh).status()["not_indexed"] == ["part-9.parquet"]
+    assert _sidecar_dataset(fresh).status()["not_indexed"] == ["part-9.parquet"]
     with pytest.raises(BloomskipError, match="no index named"):
-        Dataset(fresh).drop_index("s_tok")
+        _sidecar_dataset(fresh).drop_index("s_tok")

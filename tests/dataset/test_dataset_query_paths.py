@@ -211,8 +211,8 @@ def test_reused_dataset_sees_rewritten_data_and_a_rebuilt_sidecar(
     new_key = int(pq.read_table(directory / "part-2.parquet", columns=["k"]).column(0)[450].as_py())
     for where in [*wheres, f"k = {new_key}"]:
         assert _sorted_rows(dataset.query(where)) == _sorted_rows(_full_scan(directory, where))
-    # Another process rebuilds the sidecar with other definitions: the reused object sees it.
-    (directory / "_bloomskip.index").unlink()
+    # Another process rebuilds the index with other definitions: the reused object sees it.
+    shutil.rmtree(directory / "_bloomskip")
     Dataset(directory).build_index(["INDEX only_k k TYPE bloom_filter(0.02)"], progress=False)
     result = dataset.explain(f"k = {new_key}")
     assert [outcome.definition for outcome in result.indexes] == [
@@ -236,7 +236,7 @@ def test_reused_dataset_sees_a_sidecar_rebuilt_with_other_granules(tmp_path: Pat
     for key in keys:
         dataset.query(f"k = {key}", ["id"])  # decode the index over granules of 50 rows
     Dataset(directory).build_index(definitions, granule="row-group", replace=True, progress=False)
-    assert dataset.load_sidecar().granule == "row-group"
+    assert dataset.index.definitions().granule == "row-group"
     for key in keys:
         where = f"k = {key}"
         assert _sorted_rows(dataset.query(where, ["id"])) == _sorted_rows(

@@ -324,14 +324,15 @@ def test_cli_query_scans_and_build_replaces_a_sidecar_with_a_huge_integer(
 
     data = tmp_path / "data"
     shutil.copytree(dataset_dir, data)
-    build = ["index", "build", str(data), "--no-progress"]
+    sidecar_path = data / "_bloomskip.index"
+    build = ["index", "build", str(data), "--no-progress", "--sidecar", str(sidecar_path)]
     for definition in INDEXES:
         build += ["--index", definition]
     assert main(build) == 0
-    sidecar_path = data / "_bloomskip.index"
     _plant_huge_integer(sidecar_path)
     capsys.readouterr()
     query = ["query", str(data), "--where", "k = 13", "--select", "id", "--format", "json"]
+    query += ["--sidecar", str(sidecar_path)]
     assert main(query) == 0
     captured = capsys.readouterr()
     warnings = captured.err.strip().splitlines()

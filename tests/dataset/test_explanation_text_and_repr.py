@@ -70,17 +70,17 @@ def test_the_read_line_says_what_each_number_counts(folder, capsys):
     assert 0 < files < 6
     read = next(line for line in str(explanation).splitlines() if line.startswith("read: "))
     assert read.startswith(
-        f"read: {groups} of 60 row groups (in {files} of 6 files), {100 * groups:,} of 6,000 rows, "
+        f"read: {groups} of 60 row groups (in {files} of 6 files), {100 * groups:,} of 6,000 rows"
     )
 
 
 def test_repr_of_a_dataset_names_its_index_and_definitions(folder):
     dataset = Dataset(folder)
-    sidecar = folder / "_bloomskip.index"
-    assert repr(dataset) == f"Dataset({str(folder)!r}, index: sidecar {sidecar} (no index))"
+    index = folder / "_bloomskip"
+    assert repr(dataset) == f"Dataset({str(folder)!r}, index: segmented {index} (no index))"
     dataset.build_index(INDEXES[:2] + ["INDEX d_bf d TYPE bloom_filter"], progress=False)
     assert repr(dataset) == (
-        f"Dataset({str(folder)!r}, index: sidecar {sidecar}, 3 indexes: k_bf bloom_filter(0.05), "
+        f"Dataset({str(folder)!r}, index: segmented {index}, 3 indexes: k_bf bloom_filter(0.05), "
         "s_tok tokenbf_v1(512, 2, 0), d_bf bloom_filter)"
     )
     # Cheap: no file is listed or read (they are gone, and the repr is the same).
@@ -92,12 +92,13 @@ def test_repr_of_a_dataset_names_its_index_and_definitions(folder):
 def test_repr_of_a_damaged_index_says_so_and_does_not_raise(folder):
     dataset = Dataset(folder)
     dataset.build_index(INDEXES[:1], progress=False)
-    sidecar = folder / "_bloomskip.index"
-    sidecar.write_bytes(sidecar.read_bytes()[:100])
+    index = folder / "_bloomskip"
+    (version,) = index.glob("versions/*")
+    version.write_bytes(version.read_bytes()[:100])
     text = repr(Dataset(folder))
-    assert text.startswith(f"Dataset({str(folder)!r}, index: sidecar {sidecar} unreadable: ")
+    assert text.startswith(f"Dataset({str(folder)!r}, index: segmented {index} unreadable: ")
     # The location and the index's path, then a reason of a few words.
-    assert len(text) < 2 * len(str(sidecar)) + 120 and "\n" not in text
+    assert len(text) < 2 * len(str(version)) + 120 and "\n" not in text
 
 
 def test_repr_of_a_segmented_index_reads_no_data(folder, tmp_path):

@@ -48,8 +48,9 @@ def _datasets(folder: Path, tmp_path: Path):
     delta = tmp_path / "delta"
     deltalake.write_deltalake(str(delta), pa.concat_tables([_table(0), _table(500)]))
     return [
+        (bloomskip.Dataset(folder), LocalListing, SegmentStore, "segmented", folder / "_bloomskip"),
         (
-            bloomskip.Dataset(folder),
+            bloomskip.Dataset(folder, sidecar=folder / "_bloomskip.index"),
             FolderListing,
             SidecarStore,
             "sidecar",
@@ -97,7 +98,7 @@ def test_every_layout_answers_the_same_questions(folder: Path, tmp_path: Path) -
 
 
 def test_a_sidecar_is_verified_once_per_change_of_its_stat(folder: Path) -> None:
-    dataset = bloomskip.Dataset(folder)
+    dataset = bloomskip.Dataset(folder, sidecar=folder / "_bloomskip.index")
     dataset.build_index(INDEXES[:1], progress=False)
     store = dataset.index
     first = store.load()

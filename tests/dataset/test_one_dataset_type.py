@@ -73,7 +73,8 @@ def test_every_location_gives_a_dataset_with_the_same_verbs(folder: Path, tmp_pa
     delta = tmp_path / "delta"
     deltalake.write_deltalake(str(delta), pa.concat_tables([_table(0), _table(1000), _table(2000)]))
     cases = [
-        (bloomskip.Dataset(folder), FolderDataset, False),
+        (bloomskip.Dataset(folder), LakeDataset, True),
+        (bloomskip.Dataset(folder, sidecar=tmp_path / "one.index"), FolderDataset, False),
         (bloomskip.Dataset(folder, index_location=tmp_path / "elsewhere"), LakeDataset, True),
         (bloomskip.Dataset(delta), TableDataset, True),
     ]
@@ -101,7 +102,7 @@ def test_every_location_gives_a_dataset_with_the_same_verbs(folder: Path, tmp_pa
 
 
 def test_segment_maintenance_on_a_sidecar_is_one_clear_error(folder: Path):
-    dataset = bloomskip.Dataset(folder)
+    dataset = bloomskip.Dataset(folder, sidecar=folder / "_bloomskip.index")
     for verb in (dataset.compact, dataset.vacuum):
         with pytest.raises(BloomskipError, match="works on a segmented index"):
             verb()
@@ -148,7 +149,7 @@ def test_a_file_rewritten_after_the_listing_is_never_answered_from(folder: Path,
 
 
 def test_a_sidecar_that_cannot_be_stat_ed_is_scanned_around(folder: Path) -> None:
-    dataset = bloomskip.Dataset(folder)
+    dataset = bloomskip.Dataset(folder, sidecar=folder / "_bloomskip.index")
     dataset.build_index([INDEX], progress=False)
     sidecar = folder / "_bloomskip.index"
     sidecar.unlink()

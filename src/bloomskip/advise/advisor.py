@@ -235,16 +235,16 @@ def advise(
         >>> advice.recommendations[0].index  # doctest: +SKIP
         'user_id TYPE bloom_filter(0.01)'
     """
-    from bloomskip.dataset.backends.folder import FolderDataset
     from bloomskip.dataset.dataset import Dataset
+    from bloomskip.dataset.locate import is_remote, table_format
 
     started = time.perf_counter()
-    ds = Dataset(dataset).backend
-    if not isinstance(ds, FolderDataset):
+    if is_remote(dataset) or table_format(dataset) is not None:
         raise BloomskipError(
             f"{os.fspath(dataset)}: advise reads a local Parquet / Arrow IPC dataset (a file, "
             "folder or glob)"
         )
+    ds = Dataset(dataset).backend
     origin, parsed = _queries(queries)
     if budget_bits_per_row is not None and not budget_bits_per_row > 0:
         raise BloomskipError(

@@ -19,10 +19,22 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pathlib import Path
+
 from bloomskip.dataset.backends.folder import FolderDataset
-from bloomskip.dataset.build.report import SEGMENTED, BuildReport
+from bloomskip.dataset.build.report import SEGMENTED, SIDECAR, BuildReport
 from bloomskip.dataset.frames import FrameConversions
-from bloomskip.dataset.locate import is_remote, local_path, table_format
+from bloomskip.dataset.listing.files import glob_root, is_glob
+from bloomskip.dataset.locate import (
+    INDEX_FOLDER,
+    default_index_folder,
+    default_sidecar_path,
+    holds_segmented_index,
+    is_remote,
+    local_path,
+    nearest_folder_index,
+    table_format,
+)
 from bloomskip.errors import BloomskipError
 
 if TYPE_CHECKING:
@@ -92,7 +104,35 @@ def open_backend(
                 "given with index_location (--index-location)"
             )
         return LakeDataset(path, index_location=index_location, filesystem=filesystem)
-    return FolderDataset(path, sidecar)
+    if sidecar is not None:
+        return FolderDataset(path, sidecar)
+    return _local_backend(local_path(path))
+
+
+def _local_backend(path: str | os.PathLike) -> Backend:
+    """Local files without an index location given: their segmented index
+    (:func:`~bloomskip.dataset.locate.default_index_folder`).
+
+    Until that index exists, an index made before segments is read where it serves them: the
+    files' own sidecar, or for a glob the nearest folder's index above it (segmented or a
+    sidecar). The first build then writes the segmented index, migrating the files' own
+    sidecar (:meth:`Dataset.build_index`).
+    """
+    from bloomskip.dataset.backends.lake import LakeDataset
+
+    own = default_index_folder(path)
+    if not holds_segmented_index(own):
+        if default_sidecar_path(path).is_file():
+            return FolderDataset(path)
+        text = os.fspath(path)
+        if is_glob(text) and not Path(text).exists():
+            found = nearest_folder_index(glob_root(text))
+            if found is not None and found[0] == SIDECAR:
+                return FolderDataset(path)
+            if found is not None:
+                folder = found[1]
+                return LakeDataset(path, index_location=folder / INDEX_FOLDER, borrowed_from=folder)
+    return LakeDataset(path, index_location=own)
 
 
 class Dataset(FrameConversions):
@@ -276,7 +316,8 @@ class Dataset(FrameConversions):
             ... # doctest: +SKIP
             ['part-0.parquet', 'part-1.parquet']
         """
-        return self.backend.build_index(
+        borrowed = getattr(self.backend, "borrowed_from", None)
+        report = self._own_index(indexes).build_index(
             indexes,
             granule=granule,
             replace=replace,
@@ -284,6 +325,42 @@ class Dataset(FrameConversions):
             jobs=jobs,
             client=client,
         )
+        if borrowed is not None:
+            report.warnings.append(
+                f"{self.path} was served by the folder's index {borrowed}; it now has its own "
+                f"index {self.backend.index_location}, which serves it instead (its "
+                "definitions only)"
+            )
+        return report
+
+    def _own_index(self, indexes: Sequence[str] | None) -> Backend:
+        """The backend a build writes: this one, unless it reads an index that is not the
+        files' own segmented one (a sidecar chosen by default, which the build migrates and
+        then deletes; a folder's index a glob borrows), when it becomes the files' own.
+
+        Raises:
+            BloomskipError: A refresh (no ``indexes``) of a glob whose files only its folder's
+                index describes.
+        """
+        backend = self.backend
+        legacy = isinstance(backend, FolderDataset) and not backend.explicit_sidecar
+        borrowed = getattr(backend, "borrowed_from", None)
+        if borrowed is not None and not indexes:
+            raise BloomskipError(
+                f"{self.path}: its files are indexed by the folder's index "
+                f"{backend.index_location}; refresh that (bloomskip index build {borrowed}), "
+                "or give --index definitions for an index of this glob alone"
+            )
+        if legacy or borrowed is not None:
+            from bloomskip.dataset.backends.lake import LakeDataset
+
+            own = default_sidecar_path(self.path)
+            self.backend = LakeDataset(
+                self.path,
+                index_location=default_index_folder(self.path),
+                migrate_sidecar=own if own.is_file() else None,
+            )
+        return self.backend
 
     def explain(self, where: str, *, describe_data: bool = False) -> Explanation:
         """Decide which row groups may hold rows matching ``where``, and why (no data read).

@@ -202,37 +202,50 @@ def run_demo(directory: str | Path, rows: int = 5_000_000, keep: bool = False) -
         if not keep:
             _remove_demo_data(target, created)
     if keep:
-        print(f"kept {target} ({_folder_size(target)}); remove it with: {_removal_command(target)}")
+        kept = human_size(sum(_size(path) for path in demo_files(target)))
+        print(f"kept {target} ({kept}); remove it with: {_removal_command(target)}")
     return results
 
 
 def demo_files(target: Path) -> list[Path]:
-    """The files a demo run writes into ``target``: its Parquet files and their index.
+    """The files a demo run writes into ``target``: its Parquet files and their index (the
+    segmented index's folder, and a sidecar an older demo left).
 
     Args:
         target: The demo's data folder.
 
     Returns:
-        The existing ones, sorted.
+        The existing ones, sorted (files first, then the index).
 
     Example:
         >>> demo_files(Path("no-such-folder"))
         []
     """
-    from bloomskip.dataset.locate import default_sidecar_path
+    from bloomskip.dataset.locate import default_index_folder, default_sidecar_path
 
-    sidecar = default_sidecar_path(target)
-    found = sorted(target.glob("logs-*.parquet"))
-    return found + ([sidecar] if sidecar.is_file() else [])
+    index = [default_index_folder(target), default_sidecar_path(target)]
+    return sorted(target.glob("logs-*.parquet")) + [path for path in index if path.exists()]
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder."""
+    if path.is_dir():
+        return sum(inner.stat().st_size for inner in path.rglob("*") if inner.is_file())
+    return path.stat().st_size
 
 
 def _remove_demo_data(target: Path, created: bool) -> None:
     """Remove what the demo wrote, and ``target`` itself when the demo created it and it is
     left empty; prints what was removed."""
+    import shutil
+
     files = demo_files(target)
-    removed = sum(path.stat().st_size for path in files)
+    removed = sum(_size(path) for path in files)
     for path in files:
-        path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     for stale in target.glob(".logs-*.parquet.tmp"):  # a write the interrupt cut short
         stale.unlink(missing_ok=True)
     gone = ""
@@ -246,9 +259,9 @@ def _remove_demo_data(target: Path, created: bool) -> None:
         )
 
 
-def _folder_size(target: Path) -> str:
-    """The demo files' total size, and how many there are."""
-    files = demo_files(target)
+def _data_size(target: Path) -> str:
+    """The demo's Parquet files' total size, and how many there are."""
+    files = sorted(target.glob("logs-*.parquet"))
     return f"{human_size(sum(path.stat().st_size for path in files))} in {len(files)} files"
 
 
@@ -256,12 +269,11 @@ def _removal_command(target: Path) -> str:
     """A shell command removing the demo data: the folder, when it holds nothing else."""
     import shlex
 
-    from bloomskip.dataset.locate import default_sidecar_path
-
     quoted = shlex.quote(str(target))
     if set(target.iterdir()) <= set(demo_files(target)):
         return f"rm -r {quoted}"
-    return f"rm {quoted}/logs-*.parquet {shlex.quote(str(default_sidecar_path(target)))}"
+    index = " ".join(shlex.quote(str(path)) for path in demo_files(target) if path.is_dir())
+    return f"rm -r {quoted}/logs-*.parquet {index}".rstrip()
 
 
 def _run_demo(target: Path, rows: int) -> list[dict]:
@@ -286,10 +298,10 @@ def _run_demo(target: Path, rows: int) -> list[dict]:
     report = dataset.build_index(DEMO_INDEXES)
     build_seconds = time.perf_counter() - build_started
     print(
-        f"index: {report.sidecar.name}, {report.index_bytes / 1e6:.1f} MB, "
+        f"index: {Path(report.index).name}, {report.index_bytes / 1e6:.1f} MB, "
         f"built in {build_seconds:.2f} s ({len(report.rebuilt)} files indexed)"
     )
-    print(f"data: {target} ({_folder_size(target)})")
+    print(f"data: {target} ({_data_size(target)})")
     load_started = time.perf_counter()
     for definition in DEMO_INDEXES:  # decode each index once, as a long-lived process would
         dataset.explain(f"{definition.split()[0]} = '0'")

@@ -21,8 +21,10 @@ from bloomskip.dataset.listing.files import glob_root, is_glob
 
 #: A table opened through a PyIceberg catalog: ``iceberg://CATALOG/NAMESPACE.TABLE``.
 ICEBERG_SCHEME = "iceberg://"
-#: The name of a folder's sidecar index.
+#: The name of a folder's sidecar index (the single-file layout before segments).
 DIRECTORY_SIDECAR = "_bloomskip.index"
+#: The name of a local folder's segmented index (docs/segments.md), beside its files.
+INDEX_FOLDER = "_bloomskip"
 
 
 def default_sidecar_path(dataset: str | os.PathLike) -> Path:
@@ -48,10 +50,76 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
         return path / DIRECTORY_SIDECAR
     if is_glob(text) and not path.exists():
         root = glob_root(text)
-        pattern = Path(os.path.relpath(Path(text).absolute(), root.absolute())).as_posix()
-        digest = hashlib.sha256(pattern.encode("utf-8")).hexdigest()[:12]
-        return root / f"_bloomskip-{digest}.index"
+        return root / f"_bloomskip-{_pattern_digest(text, root)}.index"
     return path.parent / f"_{path.name}.bloomskip"
+
+
+def default_index_folder(dataset: str | os.PathLike) -> Path:
+    """Return where the segmented index of a local DATASET argument lives by default.
+
+    The names start with ``_``, so the index is never listed as data, and differ from the
+    sidecars' (:func:`default_sidecar_path`), so that an index migrated from a sidecar can
+    sit beside it until the build that migrates it commits.
+
+    Args:
+        dataset: A file, a directory or a glob.
+
+    Returns:
+        ``<dir>/_bloomskip`` for a directory, ``<root>/_bloomskip-<hash of the pattern>`` for
+        a glob and ``<dir>/_bloomskip-<name>`` for a file.
+
+    Example:
+        >>> default_index_folder("logs")  # doctest: +SKIP
+        PosixPath('logs/_bloomskip')
+    """
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.is_dir():
+        return path / INDEX_FOLDER
+    if is_glob(text) and not path.exists():
+        root = glob_root(text)
+        return root / f"{INDEX_FOLDER}-{_pattern_digest(text, root)}"
+    return path.parent / f"{INDEX_FOLDER}-{path.name}"
+
+
+def _pattern_digest(pattern: str, root: Path) -> str:
+    """A glob's pattern relative to its fixed root, hashed: what names its own index."""
+    relative = Path(os.path.relpath(Path(pattern).absolute(), root.absolute())).as_posix()
+    return hashlib.sha256(relative.encode("utf-8")).hexdigest()[:12]
+
+
+def holds_segmented_index(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds a segmented index (any object in it: a version, a checkpoint
+    or a segment a build left); an empty or missing folder holds none."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
+
+
+def nearest_folder_index(start: str | os.PathLike) -> tuple[str, Path] | None:
+    """The nearest directory, ``start`` or one above it, holding a folder's index.
+
+    Args:
+        start: A directory (a glob's fixed part, see :func:`glob_root`).
+
+    Returns:
+        ``("segmented", folder)`` when ``folder/_bloomskip/`` holds an index, else
+        ``("sidecar", folder)`` when ``folder/_bloomskip.index`` does (a folder indexed
+        before segments, read until a build migrates it); None when no folder does.
+
+    Example:
+        >>> nearest_folder_index("logs/2026")  # doctest: +SKIP
+        ('segmented', PosixPath('/data/logs'))
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if holds_segmented_index(folder / INDEX_FOLDER):
+            return "segmented", folder
+        if (folder / DIRECTORY_SIDECAR).is_file():
+            return "sidecar", folder
+    return None
 
 
 def indexed_folder(start: str | os.PathLike) -> Path | None:
@@ -186,11 +254,15 @@ def iceberg_metadata_names(location: str) -> list[str]:
 __all__ = [
     "DIRECTORY_SIDECAR",
     "ICEBERG_SCHEME",
+    "INDEX_FOLDER",
+    "default_index_folder",
     "default_sidecar_path",
+    "holds_segmented_index",
     "iceberg_metadata_names",
     "indexed_folder",
     "is_iceberg_folder",
     "is_remote",
     "local_path",
+    "nearest_folder_index",
     "table_format",
 ]

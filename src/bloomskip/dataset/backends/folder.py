@@ -30,11 +30,6 @@ if TYPE_CHECKING:
     from bloomskip.dataset.prune import Explanation
 
 
-def _schema_text(schema) -> str:
-    """A schema on one line: ``(id: int64, s: string)``."""
-    return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
-
-
 def _new_connection():
     """A DuckDB connection caching Parquet footers (``parquet_metadata_cache``)."""
 
@@ -86,6 +81,13 @@ class FolderDataset:
         # them changes: a reused Dataset answers from memory but never from a stale state.
         self._cache = DatasetCache()
         self._relist()
+
+    @property
+    def explicit_sidecar(self) -> bool:
+        """Whether the sidecar was asked for (``sidecar=``), rather than found beside files
+        indexed before the segmented layout became the default (read until a build
+        migrates it)."""
+        return self._own_sidecar
 
     def _relist(self) -> None:
         """List the dataset's files as they are now (every public call starts with this).
@@ -302,17 +304,11 @@ class FolderDataset:
         return self._schema_conflicts()
 
     def _schema_conflicts(self) -> dict[str, str]:
-        from bloomskip.clickhouse.types import index_type_key
+        from bloomskip.dataset.listing.files import type_conflicts
         from bloomskip.dataset.vocabulary import relative_to
 
-        seen: dict[str, dict[str, str]] = {}
-        for source, schema in zip(self.files, self._file_schemas(), strict=True):
-            for field in schema:
-                seen.setdefault(field.name, {}).setdefault(
-                    index_type_key(field.type),
-                    f"{relative_to(source.path, self.root)}: {field.type}",
-                )
-        return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}
+        named = [relative_to(source.path, self.root) for source in self.files]
+        return type_conflicts(zip(named, self._file_schemas(), strict=True))
 
     def scan_schema(self) -> pa.Schema:
         """The schema of the rows a query returns: DuckDB's scan of the whole dataset
@@ -336,6 +332,7 @@ class FolderDataset:
         import duckdb
         import pyarrow as pa
 
+        from bloomskip.dataset.listing.files import check_ipc_schemas
         from bloomskip.dataset.scan.query import aliased_scan_source, full_scan_source
         from bloomskip.dataset.sql.translate import duckdb_aliases
         from bloomskip.dataset.vocabulary import relative_to
@@ -365,17 +362,8 @@ class FolderDataset:
                     + list(self._partitioning().fields)
                 )
             else:
-                schemas = self._file_schemas()
-                differs = [n for n, schema in enumerate(schemas) if not schema.equals(schemas[0])]
-                if differs:
-                    # An IPC file is read by its Arrow schema, as stored: there is no reading of
-                    # two different schemas as one that a query could be checked against.
-                    first, other = self.files[0].path, self.files[differs[0]].path
-                    raise BloomskipError(
-                        f"the Arrow IPC files of one dataset must share one schema: "
-                        f"{relative_to(first, self.root)} has {_schema_text(schemas[0])}, "
-                        f"{relative_to(other, self.root)} has {_schema_text(schemas[differs[0]])}"
-                    )
+                named = [relative_to(source.path, self.root) for source in self.files]
+                check_ipc_schemas(zip(named, self._file_schemas(), strict=True))
                 cache.scan_schema = self._schema()
         return cache.scan_schema
 

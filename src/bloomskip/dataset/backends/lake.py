@@ -54,9 +54,9 @@ from bloomskip.dataset.index.segments import (
 )
 from bloomskip.dataset.index.sidecar import FileEntry, Sidecar
 from bloomskip.dataset.index.store import SegmentStore
-from bloomskip.dataset.listing.files import Layout, dataset_root
+from bloomskip.dataset.listing.files import Layout, check_ipc_schemas, dataset_root
 from bloomskip.dataset.listing.prefix import PARQUET_SUFFIXES, ListedFile, PrefixListing
-from bloomskip.dataset.locate import is_remote, local_path
+from bloomskip.dataset.locate import INDEX_FOLDER, default_index_folder, is_remote, local_path
 from bloomskip.dataset.vocabulary import ROW_GROUP
 from bloomskip.errors import (
     BloomskipError,
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 
     from bloomskip.dataset.prune import Explanation
 
-INDEX_DIRECTORY = "_bloomskip"
 #: A build starts a new segment once the current one holds this many payload bytes.
 SEGMENT_TARGET_BYTES = 64 << 20
 #: How many rounds a build runs, each on top of the definitions other builds committed while
@@ -95,6 +94,14 @@ class LakeDataset:
             one pyarrow derives from ``location``; ``location`` is then the path in it.
         snapshot: A Delta or Iceberg table's snapshot at ``location``: its files, not the
             prefix's, are the dataset's (``listing/tables/listing.py``).
+        borrowed_from: For a local glob without an index of its own: the folder above it
+            whose index serves its queries (files are then named relative to that folder).
+            Such a dataset does not build, drop or maintain that index: building a glob
+            writes its own (``Dataset`` switches to it).
+        migrate_sidecar: For local files: a sidecar (the single-file layout) whose files'
+            entries the first build takes over without reading their data, when its
+            definitions and granule are the build's; that build then deletes it. None:
+            the folder's sidecar is read for entries to take over, and kept.
 
     Raises:
         BloomskipError: A glob or one object on object storage (or through ``filesystem``).
@@ -108,8 +115,13 @@ class LakeDataset:
         index_location: str | os.PathLike | None = None,
         filesystem=None,
         snapshot=None,
+        borrowed_from: Path | None = None,
+        migrate_sidecar: Path | None = None,
     ) -> None:
         self.location = os.fspath(location).rstrip("/")
+        #: The folder whose index serves this glob's queries, or None for an index of its own.
+        self.borrowed_from = borrowed_from
+        self._migrate_sidecar = migrate_sidecar
         # Local files (a folder, a glob, one file; Parquet or Arrow IPC) are listed as the
         # sidecar lists them; an object store's prefix, a caller's filesystem and a table
         # snapshot by their store.
@@ -137,12 +149,15 @@ class LakeDataset:
                     "filesystems do not offer"
                 )
         if local:
-            root = str(dataset_root(local_path(self.location)))
+            root = str(borrowed_from or dataset_root(local_path(self.location)))
             self.store: Store | None = open_store(root)
         else:
             self.store = open_store(self.location) if filesystem is None else None
             root = self.store.uri if self.store is not None else self.location
-        self._default_index_location = f"{root}/{INDEX_DIRECTORY}"
+        if local:
+            self._default_index_location = str(default_index_folder(local_path(self.location)))
+        else:
+            self._default_index_location = f"{root}/{INDEX_FOLDER}"
         if index_location is None:
             self.index_location = self._default_index_location
         else:
@@ -162,6 +177,9 @@ class LakeDataset:
             self._index_prefix = None
             skip = Path(root, nested) if nested is not None else None
             self.listing = LocalListing(local_path(self.location), self.store, skip)
+            # Listed now, as well as by every call: a location that holds no dataset (nothing
+            # there, a file that is neither Parquet nor Arrow IPC) is an error at once.
+            self.listing.files()
         elif snapshot is None:
             self.listing = PrefixListing(self.location, self.store, self._given_filesystem)
         else:
@@ -238,6 +256,18 @@ class LakeDataset:
         self.index.seen_in_listing(objects, segments, checkpoints)
         return self.listing.data_files(data), sorted(versions)
 
+    @property
+    def files(self) -> list:
+        """The dataset's files as they are now, in key order, each as a readable source
+        (:class:`~bloomskip.dataset.listing.files.SourceFile`: path and format).
+
+        Raises:
+            BloomskipError: A file is not Parquet (or, locally, not all of one format).
+            StorageError: The location cannot be listed.
+        """
+        files, _ = self.list_files()
+        return [self.writer.source(listed) for listed in files]
+
     def latest_manifest(self, versions: list[int] | None = None) -> Manifest | None:
         """The newest manifest version (see :meth:`SegmentStore.latest`; ``versions`` from
         :meth:`list_files` saves a listing)."""
@@ -297,6 +327,7 @@ class LakeDataset:
         """
         from bloomskip.dataset.build.indexing import worker_count
 
+        self._check_own("build")
         self.listing.check_build()
         jobs = worker_count() if jobs is None else jobs
         files, versions = self.list_files()
@@ -335,6 +366,7 @@ class LakeDataset:
                 continue
             report.warnings[:0] = self.listing.warnings + notes
             self._merge_full_tiers(report)
+            self._retire_sidecar(report)
             return report
         raise CommitConflictError(
             f"{self.index_location}: other builds changed the index definitions {BUILD_ROUNDS} "
@@ -445,13 +477,17 @@ class LakeDataset:
         from bloomskip.dataset.build.indexing import merge_indexes, prepare_index, resolve_granule
 
         self.listing.check_indexes(indexes)
-        if not indexes and manifest is None:
+        migrated = self._sidecar_to_migrate() if manifest is None else None
+        if not indexes and manifest is None and migrated is None:
             raise BloomskipError("no --index given and no existing index to refresh")
         # Every file's columns, as the sidecar layout sees them: an index may be over a column
         # that only some files hold (the others' rows are NULLs to it, as to the scan).
         schema, kept, field_ids = self.listing.build_indexes(
             manifest, self._schema(files, manifest)
         )
+        if migrated is not None:
+            # The sidecar's definitions are the index's until its first segmented version.
+            kept = list(migrated.indexes)
         # An Iceberg table's files are read by field id, as the table and its indexes name them.
         self.writer.field_ids = None if field_ids is None else (field_ids, schema)
         existing = [
@@ -462,9 +498,22 @@ class LakeDataset:
         partitions = self._partitioning(files, schema)
         for item in prepared:
             partitions.check_index(item.spec.definition, item.columns)
-        return prepared, resolve_granule(
-            granule, manifest.granule if manifest is not None else None, replace
-        )
+        current = manifest.granule if manifest is not None else None
+        if migrated is not None:
+            current = migrated.granule
+        return prepared, resolve_granule(granule, current, replace)
+
+    def _sidecar_to_migrate(self) -> Sidecar | None:
+        """The sidecar this dataset's first build migrates from, read; None without one (or
+        when it does not read: the build then indexes the files from their data)."""
+        from bloomskip.dataset.index.sidecar import read_sidecar
+
+        if self._migrate_sidecar is None:
+            return None
+        try:
+            return read_sidecar(self._migrate_sidecar)
+        except (OSError, FormatError):
+            return None
 
     def _sidecar_entries(self, prepared, granule) -> dict[str, FileEntry]:
         """A local folder's single-file sidecar, where its definitions match: the entries of
@@ -476,7 +525,7 @@ class LakeDataset:
 
         if not isinstance(self.store, LocalStore) or self._given_filesystem is not None:
             return {}
-        path = default_sidecar_path(self.store.root)
+        path = self._migrate_sidecar or default_sidecar_path(self.store.root)
         try:
             sidecar = read_sidecar(path)
         except (OSError, FormatError):
@@ -485,6 +534,42 @@ class LakeDataset:
         if sidecar.indexes != specs or sidecar.granule != granule:
             return {}
         return dict(sidecar.files)
+
+    def _retire_sidecar(self, report: BuildReport) -> None:
+        """Delete the sidecar this dataset's first build migrated from, once the build has
+        committed: queries read the segmented index from then on (a sidecar that cannot be
+        deleted stays, unread, and the report says so)."""
+        if self._migrate_sidecar is None:
+            return
+        from bloomskip.dataset.index.store import SidecarStore
+
+        sidecar = SidecarStore(self._migrate_sidecar)
+        self._migrate_sidecar = None
+        try:
+            sidecar.drop()
+        except BloomskipError as exc:
+            if sidecar.path.exists():  # gone already: another build migrated it
+                report.warnings.append(f"{exc}; it is no longer read, delete it by hand")
+            return
+        report.warnings.append(
+            f"the sidecar {sidecar.path} was migrated to the segmented index "
+            f"{self.index_location} and deleted"
+        )
+
+    def _check_own(self, command: str) -> None:
+        """Refuse to change an index this glob only borrows from a folder above it.
+
+        Args:
+            command: The ``bloomskip index`` command that would change it (``"drop"``).
+        """
+        if self.borrowed_from is not None:
+            import shlex
+
+            raise BloomskipError(
+                f"{self.location}: its queries use the folder's index {self.index_location}, "
+                f"which a glob does not change; run `bloomskip index {command}` on the folder "
+                f"({shlex.quote(str(self.borrowed_from))}), or build an index of this glob first"
+            )
 
     def _build_segments(
         self, todo, prepared, granule, progress, reusable, migrated, jobs, client
@@ -585,7 +670,14 @@ class LakeDataset:
             warnings.append(f"index {self.index_location} unreadable, scanning every file: {exc}")
         if manifest is not None:
             warnings += manifest.damaged
+        elif not warnings:
+            warnings.append(f"no index at {self.index_location}: scanning every file")
         self._refresh(files, manifest if not warnings else UNKNOWN)
+        if self.borrowed_from is not None:
+            warnings.append(
+                f"{self.location} has no index of its own: using the folder's index "
+                f"{self.index_location}"
+            )
         cache = self._cache
         state = cache.state
         states = self._states(files, manifest, where, warnings, kept)
@@ -835,6 +927,31 @@ class LakeDataset:
         files, versions = self.list_files()
         return self._schema(files, self.latest_manifest(versions))
 
+    def scan_schema(self) -> pa.Schema:
+        """The schema of the rows a query returns (before ``columns`` selects): the files'
+        schemas unified as the scan reads them, then the ``key=value`` folders' columns.
+
+        Raises:
+            BloomskipError: Two files hold a column in types no scan reads as one.
+        """
+        return self.schema
+
+    def schema_conflicts(self) -> dict[str, str]:
+        """Columns whose type differs between files, as an index hashes them (see
+        :func:`~bloomskip.dataset.listing.files.type_conflicts`); a segment's files are named
+        by its first.
+
+        Returns:
+            ``{column: "a.parquet: int64, b.parquet: string"}``; empty when the files agree.
+
+        Raises:
+            FormatError: A file's footer cannot be read.
+        """
+        from bloomskip.dataset.listing.files import type_conflicts
+
+        files, versions = self.list_files()
+        return type_conflicts(self._named_schemas(files, self.latest_manifest(versions)))
+
     def _schema(self, files, manifest, file_schemas=None) -> pa.Schema:
         """The dataset's schema: its files' schemas unified, then the ``key=value`` folders'
         columns (``file_schemas``: gives :meth:`_file_schemas`, when already at hand)."""
@@ -843,6 +960,8 @@ class LakeDataset:
         stated = self.listing.schema()
         if stated is not None:
             return stated
+        if any(self.writer.source(item).format != "parquet" for item in files):
+            check_ipc_schemas(self._named_schemas(files, manifest))
         schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
         held = self.writer.unify(schemas, [item.key for item in files])
         # The columns of key=value folders follow the files' own (dataset/listing/hive.py).
@@ -851,6 +970,10 @@ class LakeDataset:
     def _file_schemas(self, files, manifest) -> list[pa.Schema]:
         """The schemas of ``files``: one per segment describing some of them as they are now
         (from the manifest), one per other file (from its footer)."""
+        return [schema for _, schema in self._named_schemas(files, manifest)]
+
+    def _named_schemas(self, files, manifest) -> list[tuple[str, pa.Schema]]:
+        """:meth:`_file_schemas`, each named by a file it describes (a segment's first)."""
         schemas = []
         described: set[str] = set()
         listed = {item.key: item for item in files}
@@ -862,10 +985,12 @@ class LakeDataset:
             ]
             schema = decode_schema(segment.schema) if current else None
             if schema is not None:
-                schemas.append(schema)
+                schemas.append((min(current), schema))
                 described.update(current)
         # Files no segment describes as they are now (new, rewritten): their footers are read.
-        schemas += [self.writer.read_schema(item) for item in files if item.key not in described]
+        schemas += [
+            (item.key, self.writer.read_schema(item)) for item in files if item.key not in described
+        ]
         return schemas
 
     def _partitioning(self, files, schema):
@@ -1024,6 +1149,9 @@ class LakeDataset:
         manifest, _, unreadable = self.log.latest_readable(versions)
         listed = {item.key: item for item in files}
         covered = manifest.files() if manifest is not None else {}
+        if self.borrowed_from is not None:
+            # The folder's index names its other files too: this glob's are those it matches.
+            covered = {key: item for key, item in covered.items() if self.listing.covers(key)}
         stale = sorted(
             key
             for key, (_, identity) in covered.items()
@@ -1105,6 +1233,7 @@ class LakeDataset:
         Raises:
             StorageError: The index cannot be read or written.
         """
+        self._check_own("compact")
         manifest = self.latest_manifest()
         if manifest is None:
             return None
@@ -1195,6 +1324,7 @@ class LakeDataset:
 
     def vacuum(self, keep_versions: int = 10, min_age_seconds: float = 3600.0) -> list[str]:
         """Delete old versions and unreferenced segments (see ``IndexLog.vacuum``)."""
+        self._check_own("vacuum")
         return self.index.vacuum(keep_versions, min_age_seconds)
 
     def drop_index(self, name: str) -> int:
@@ -1210,36 +1340,52 @@ class LakeDataset:
         Raises:
             BloomskipError: No index, or none of that name (the names are listed).
         """
+        self._check_own("drop")
         return self.index.drop_index(name)
 
     def drop(self) -> int:
         """Delete the whole index; returns the number of objects deleted."""
+        self._check_own("drop")
         return self.index.drop()
 
 
 def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> bool:
     """Whether DuckDB may read the kept files by path, as the one scan does for a folder.
 
-    They must be local Parquet files of one schema. A nanosecond timestamp is left to pyarrow:
-    INT96 and INT64 columns are both ``timestamp[ns]`` to Arrow, but two types to DuckDB, and
-    a manifest records the Arrow schema only.
+    They must be local Parquet files, each holding exactly the dataset's columns in its types
+    (``schemas``: the files' schemas as the manifest gives them, one per segment, which a
+    segment's unified schema cannot tell, so the kept files' own footers are read: a file
+    without a column the others have is then read through pyarrow, which fills it with
+    NULLs). A nanosecond timestamp is left to pyarrow: INT96 and INT64 columns are both
+    ``timestamp[ns]`` to Arrow, but two types to DuckDB, and a manifest records the Arrow
+    schema only.
     """
     import pyarrow as pa
-    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
 
-    return (
-        all(
-            isinstance(state.source.filesystem, (pafs.LocalFileSystem, type(None)))
-            and state.source.format == "parquet"
-            for state in explanation.files
+    from bloomskip._sources import plain_types
+
+    # By the filesystem's type name: importing pyarrow.fs loads every cloud filesystem's
+    # module, which a cold local query has no use for.
+    if not all(
+        getattr(state.source.filesystem, "type_name", "local") == "local"
+        and state.source.format == "parquet"
+        for state in explanation.files
+    ):
+        return False
+    if not all(schema.equals(schemas[0]) for schema in schemas[1:]):
+        return False
+    if any(pa.types.is_timestamp(field.type) and field.type.unit == "ns" for field in schemas[0]):
+        return False
+    kept = [
+        state for state, keep in zip(explanation.files, explanation.keep, strict=True) if keep.any()
+    ]
+    try:
+        return all(
+            plain_types(pq.read_schema(state.source.path)).equals(schemas[0]) for state in kept
         )
-        and all(schema.equals(schemas[0]) for schema in schemas[1:])
-        and not any(
-            pa.types.is_timestamp(field.type) and field.type.unit == "ns"
-            for schema in schemas[:1]
-            for field in schema
-        )
-    )
+    except (OSError, pa.ArrowException):
+        return False  # read as listed by the pyarrow path, which names what it cannot read
 
 
 def _same_object(listed: ObjectInfo, now: ObjectInfo | None) -> bool:

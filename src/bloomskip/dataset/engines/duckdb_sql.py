@@ -408,8 +408,6 @@ def _closing_parenthesis(query: str, position: int) -> int | None:
 
 def _decide(table, path: str, text: str, connection) -> ScanDecision:
     """The index's decision for one Parquet scan, or why the scan is read as written."""
-    from bloomskip.dataset.backends.folder import FolderDataset
-
     decision = ScanDecision(text, path)
     files = _duckdb_files(path, connection)
     if not files:
@@ -418,10 +416,6 @@ def _decide(table, path: str, text: str, connection) -> ScanDecision:
     dataset = _opened(decision)
     if dataset is None:
         return decision
-    backend = dataset.backend
-    if not isinstance(backend, FolderDataset):
-        decision.reason = "not a local folder's files"
-        return decision
     explanation = _explain_scan(decision, dataset, table)
     if explanation is None:
         return decision
@@ -429,9 +423,10 @@ def _decide(table, path: str, text: str, connection) -> ScanDecision:
     if sorted(os.path.abspath(state.source.path) for state in explanation.files) != files:
         decision.reason = "the dataset's files are not those DuckDB reads"
         return decision
-    # Not uniform(), which lists the files again: the decision's listing is the one in use.
-    if any(state.source.format != "parquet" for state in explanation.files) or not (
-        backend._uniform()
+    # The decision's listing is the one in use: its reader tells whether its files agree.
+    if (
+        any(state.source.format != "parquet" for state in explanation.files)
+        or not explanation.reader.uniform()
     ):
         decision.reason = "the files' schemas differ"
         return decision

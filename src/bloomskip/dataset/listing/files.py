@@ -15,8 +15,10 @@ import hashlib
 import os
 import struct
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from stat import S_ISREG
+from typing import TYPE_CHECKING
 
 from bloomskip._sources import (
     ARROW_IPC,
@@ -27,6 +29,9 @@ from bloomskip._sources import (
     sniff_format,
 )
 from bloomskip.errors import BloomskipError, FormatError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # A footer larger than this is not a footer we can trust: refuse rather than allocate it.
 MAX_FOOTER_BYTES = 256 * 1024 * 1024
@@ -416,6 +421,64 @@ def glob_root(pattern: str) -> Path:
             break
         fixed.append(part)
     return Path(*fixed) if fixed else Path(".")
+
+
+def type_conflicts(named_schemas: Iterable[tuple[str, pa.Schema]]) -> dict[str, str]:
+    """Columns whose type differs between files, each with a description naming them.
+
+    Types are compared as an index hashes them (their ClickHouse types, LowCardinality
+    aside): a dictionary-encoded and a plain string column agree.
+
+    Args:
+        named_schemas: ``(file name, its Arrow schema)`` pairs.
+
+    Returns:
+        ``{column: "a.parquet: int64, b.parquet: string"}``; empty when the files agree.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> type_conflicts([("a", pa.schema([("id", pa.int64())])),
+        ...                 ("b", pa.schema([("id", pa.string())]))])
+        {'id': 'a: int64, b: string'}
+    """
+    from bloomskip.clickhouse.types import index_type_key
+
+    seen: dict[str, dict[str, str]] = {}
+    for name, schema in named_schemas:
+        for field in schema:
+            seen.setdefault(field.name, {}).setdefault(
+                index_type_key(field.type), f"{name}: {field.type}"
+            )
+    return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}
+
+
+def check_ipc_schemas(named_schemas: Iterable[tuple[str, pa.Schema]]) -> None:
+    """Refuse Arrow IPC files of more than one schema.
+
+    An IPC file is read by its Arrow schema, as stored: there is no reading of two different
+    schemas as one that a query could be checked against.
+
+    Args:
+        named_schemas: ``(file name, its Arrow schema)`` pairs, in dataset order.
+
+    Raises:
+        BloomskipError: Two schemas differ (the message names the first file and the first
+            that differs from it, with their schemas).
+    """
+    first = None
+    for name, schema in named_schemas:
+        if first is None:
+            first = name, schema
+        elif not schema.equals(first[1]):
+            raise BloomskipError(
+                f"the Arrow IPC files of one dataset must share one schema: {first[0]} has "
+                f"{_schema_text(first[1])}, {name} has {_schema_text(schema)}"
+            )
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    """A schema on one line: ``(id: int64, s: string)``."""
+    return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
 
 
 def dataset_root(dataset: str | os.PathLike) -> Path:

@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 
 from bloomskip._store import LocalStore, ObjectInfo
+from bloomskip.dataset.listing.files import dataset_root
 from bloomskip.dataset.listing.folder import FolderListing
 from bloomskip.dataset.listing.prefix import ListedFile, PrefixListing
 from bloomskip.dataset.vocabulary import relative_to
@@ -51,6 +52,11 @@ class LocalListing(PrefixListing):
         super().__init__(os.fspath(path), store)
         self.root = store.root
         self._folder = FolderListing(path, skip)
+
+    def covers(self, key: str) -> bool:
+        """Whether this listing would list the file named ``key`` (relative to :attr:`root`;
+        it may no longer exist): what a glob served by its folder's index counts as its own."""
+        return self._folder.covers(Path(self.root, key), dataset_root(self._folder.path))
 
     def objects(self) -> list[ObjectInfo]:
         """The dataset's files as objects of :attr:`store` (see :meth:`files`)."""

@@ -59,6 +59,10 @@ class ExplanationReader:
         self._uniform = uniform
         self._changed = changed
 
+    def uniform(self) -> bool:
+        """Whether every file of the dataset has one schema (as the decision listed them)."""
+        return self._uniform()
+
     def to_pyarrow(self, plan: AccessPlan) -> pads.Dataset:
         return self.explanation.to_dataset()
 
