@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bloomskip.dataset.backends.folder import FolderDataset
 from bloomskip.dataset.build.report import SEGMENTED, SIDECAR, BuildReport

@@ -14,8 +14,8 @@ import glob
 import hashlib
 import os
 import struct
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING
@@ -445,9 +445,9 @@ def type_conflicts(named_schemas: Iterable[tuple[str, pa.Schema]]) -> dict[str, 
 
     seen: dict[str, dict[str, str]] = {}
     for name, schema in named_schemas:
-        for field in schema:
-            seen.setdefault(field.name, {}).setdefault(
-                index_type_key(field.type), f"{name}: {field.type}"
+        for column in schema:
+            seen.setdefault(column.name, {}).setdefault(
+                index_type_key(column.type), f"{name}: {column.type}"
             )
     return {name: ", ".join(kinds.values()) for name, kinds in seen.items() if len(kinds) > 1}
 
