@@ -60,7 +60,14 @@ from bloomskip.clickhouse.granule import (
 )
 from bloomskip.clickhouse.kinds import read_date_text, read_datetime_text
 from bloomskip.clickhouse.regexp import analyze_regexp
-from bloomskip.clickhouse.tokenizers import QueryTokenizer, like_affix, needle_tokens
+from bloomskip.clickhouse.tokenizers import (
+    DEFAULT_TOKENIZER,
+    TOKEN_SET_FUNCTIONS,
+    TOKENIZER_NAMES,
+    QueryTokenizer,
+    like_affix,
+    needle_tokens,
+)
 from bloomskip.errors import ConditionError
 
 if TYPE_CHECKING:
@@ -1276,7 +1283,7 @@ class _RpnBuilder:
         self.constants = constants or _ConstantReader(sql)
         self.keys = keys
         self.types = types
-        # Atoms ClickHouse has none for (see _TOKEN_SET_FUNCTIONS) are left out when True.
+        # Atoms ClickHouse has none for (see TOKEN_SET_FUNCTIONS) are left out when True.
         self.as_clickhouse = as_clickhouse
 
     def key_position(self, node: exp.Expression) -> int | None:
@@ -1388,7 +1395,7 @@ class _RpnBuilder:
         multiSearch functions take at most 255 needles. Only index columns have known types here.
         """
         name, arguments = function
-        if name in _TOKEN_SET_FUNCTIONS:
+        if name in TOKEN_SET_FUNCTIONS:
             self._check_token_set(name, arguments)
         if name.startswith("multiSearch") and len(arguments) == 2:
             needles = self.constants.read(arguments[1])
@@ -1466,7 +1473,7 @@ class _RpnBuilder:
             tokenizer = self.constants.read(arguments[2])
             if tokenizer is not None and tokenizer.kind == "string":
                 text = tokenizer.value.decode("utf-8", "replace")
-                if text not in _TOKENIZER_NAMES:
+                if text not in TOKENIZER_NAMES:
                     raise ConditionError(f"Unknown tokenizer: '{text}'")
 
     def _is_empty_string_test(self, function: _Function) -> bool:
@@ -1879,18 +1886,6 @@ _TEXT_FUNCTIONS = {
 }
 
 
-# hasAnyTokens / hasAllTokens and their singular aliases (ClickHouse 25.10+): any or all.
-_TOKEN_SET_FUNCTIONS = {
-    "hasAnyTokens": "any",
-    "hasAnyToken": "any",
-    "hasAllTokens": "all",
-    "hasAllToken": "all",
-}
-_DEFAULT_TOKENIZER = b"splitByNonAlpha"
-# The tokenizer names ClickHouse 26.9 knows for them; only the default one is read here.
-_TOKENIZER_NAMES = {"splitByNonAlpha", "ngrams", "splitByString", "array", "sparseGrams"}
-
-
 def _constant_type_name(constant: _Constant) -> str:
     """ClickHouse's name of a needle constant's type, for its error message."""
     if constant.kind == "array":
@@ -1944,7 +1939,7 @@ class _TextRpnBuilder(_RpnBuilder):
 
     def _atom(self, function: _Function) -> _AtomResult:
         name, arguments = function
-        if name in _TOKEN_SET_FUNCTIONS:
+        if name in TOKEN_SET_FUNCTIONS:
             return self._token_set(name, arguments)
         if len(arguments) != 2:
             return None
@@ -2081,7 +2076,7 @@ class _TextRpnBuilder(_RpnBuilder):
             return None
         if len(arguments) == 3:
             tokenizer = self.constants.read(arguments[2])
-            if tokenizer is None or tokenizer.value != _DEFAULT_TOKENIZER:
+            if tokenizer is None or tokenizer.value != DEFAULT_TOKENIZER.encode():
                 return None
         position = self.key_position(arguments[0])
         needles = self.constants.read(arguments[1])
@@ -2091,7 +2086,7 @@ class _TextRpnBuilder(_RpnBuilder):
             read = needle_tokens(needles.value)
         else:
             read = needle_tokens([element.value for element in needles.value])
-        every = _TOKEN_SET_FUNCTIONS[name] == "all"
+        every = TOKEN_SET_FUNCTIONS[name] == "all"
         if every and (not read.complete or not read.tokens):
             return _TextAtom("token_any", ())
         alternatives = tuple(((position, tuple(self.token_probe(t))),) for t in read.tokens)

@@ -40,6 +40,9 @@ from bloomskip import _native
 from bloomskip.errors import UnsupportedPredicateError
 
 __all__ = [
+    "DEFAULT_TOKENIZER",
+    "TOKENIZER_NAMES",
+    "TOKEN_SET_FUNCTIONS",
     "LikePattern",
     "LikeWildcard",
     "NeedleTokens",
@@ -52,6 +55,19 @@ __all__ = [
 ]
 
 _TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
+
+# hasAnyTokens / hasAllTokens and their singular aliases (ClickHouse 25.10+; names are
+# case-sensitive): "any" or "all" of the needles.
+TOKEN_SET_FUNCTIONS = {
+    "hasAnyTokens": "any",
+    "hasAnyToken": "any",
+    "hasAllTokens": "all",
+    "hasAllToken": "all",
+}
+# Their default tokenizer (that of tokenbf_v1), the one bloomskip reads, and every tokenizer
+# name ClickHouse 26.9 accepts as their third argument.
+DEFAULT_TOKENIZER = "splitByNonAlpha"
+TOKENIZER_NAMES = frozenset({"splitByNonAlpha", "ngrams", "splitByString", "array", "sparseGrams"})
 
 _Text = TypeVar("_Text", str, bytes)
 
