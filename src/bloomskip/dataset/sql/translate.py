@@ -15,6 +15,10 @@ ClickHouse                      DuckDB
                                 where SEP is a string end or an ASCII byte that is not
                                 ``[0-9A-Za-z]``
 ``hasTokenCaseInsensitive``     the same over ``s`` and ``t`` with ASCII letters lowered
+``hasAnyTokens`` /              an OR / AND of that test per needle token (a string needle
+``hasAllTokens(s, n)``          split by the default tokenizer, array elements as given);
+                                no needle: FALSE (NULL for a NULL ``s``); an array ``s``:
+                                ``coalesce(array_to_string(coalesce(s, []), ' '), '')``
 ``startsWith`` / ``endsWith``   ``starts_with`` / ``ends_with``
 ``multiSearchAny(s, [..])``     ``contains(s, n1) OR ...`` (an empty needle is ``s <> ''``);
                                 at most 255 needles, as ClickHouse
