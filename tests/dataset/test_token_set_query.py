@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bloomskip.dataset import Dataset
-from bloomskip.errors import UnsupportedPredicateError
+from bloomskip.errors import BloomskipError, UnsupportedPredicateError
 
 if TYPE_CHECKING:
     from chdb.session import Session
@@ -185,3 +185,16 @@ def test_explicit_default_tokenizer_and_null_needle(corpus, chdb_session: Sessio
         "NOT hasAnyTokens(s, NULL) OR id < 3",
     ):
         assert _ours(dataset, where) == _clickhouse_ids(chdb_session, path, where), where
+
+
+def test_a_list_of_numbers_is_refused(tmp_path, chdb_session: Session) -> None:
+    """ClickHouse refuses an Array(Int64) input; the exact filter must not print its numbers."""
+    path = tmp_path / "numbers.parquet"
+    pq.write_table(
+        pa.table({"id": [1, 2], "l": pa.array([[1], [2, 3]], pa.list_(pa.int64()))}), path
+    )
+    where = "hasAnyTokens(l, '1')"
+    with pytest.raises(Exception, match="1st argument 'input'"):
+        _clickhouse_ids(chdb_session, str(path), where)
+    with pytest.raises(BloomskipError, match="VARCHAR"):
+        Dataset(path).query(where)

@@ -18,7 +18,8 @@ ClickHouse                      DuckDB
 ``hasAnyTokens`` /              an OR / AND of that test per needle token (a string needle
 ``hasAllTokens(s, n)``          split by the default tokenizer, array elements as given);
                                 no needle: FALSE (NULL for a NULL ``s``); an array ``s``:
-                                ``coalesce(array_to_string(coalesce(s, []), ' '), '')``
+                                its elements joined by a space (a list of other elements
+                                than strings is refused)
 ``startsWith`` / ``endsWith``   ``starts_with`` / ``ends_with``
 ``multiSearchAny(s, [..])``     ``contains(s, n1) OR ...`` (an empty needle is ``s <> ''``);
                                 at most 255 needles, as ClickHouse
@@ -1102,7 +1103,15 @@ class _Translator:
         if kind == "list":
             # ClickHouse has no NULL arrays (a NULL list is []); NULL elements hold no token
             # (DuckDB's array_to_string skips them, and is NULL when they are all it has).
-            joined = exp.func("array_to_string", _array_or_empty(haystack), exp.Literal.string(" "))
+            # Concatenating an empty VARCHAR[] makes DuckDB refuse a list of other elements,
+            # which ClickHouse refuses too, where array_to_string would print them.
+            strings = exp.func(
+                "list_concat",
+                _array_or_empty(haystack),
+                exp.Cast(this=exp.Array(expressions=[]), to=exp.DataType.build("VARCHAR[]")),
+                copy=False,
+            )
+            joined = exp.func("array_to_string", strings, exp.Literal.string(" "))
             haystack = exp.func("coalesce", joined, exp.Literal.string(""), copy=False)
         every = TOKEN_SET_FUNCTIONS[name] == "all"
         if not read.tokens or (every and not read.complete):
