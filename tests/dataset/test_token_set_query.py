@@ -198,3 +198,17 @@ def test_a_list_of_numbers_is_refused(tmp_path, chdb_session: Session) -> None:
         _clickhouse_ids(chdb_session, str(path), where)
     with pytest.raises(BloomskipError, match="VARCHAR"):
         Dataset(path).query(where)
+
+
+def test_segmented_index_prunes_the_same(corpus, chdb_session: Session, tmp_path) -> None:
+    """The bit-sliced parts of a segmented index answer the token-set atoms as the sidecar."""
+    dataset, path = corpus
+    segmented = Dataset(path, index_location=tmp_path / "index")
+    segmented.build_index(INDEXES, progress=False)
+    for where in (
+        "hasAnyTokens(s, ['naïve', 'мир'])",
+        "hasAllTokens(tags, 'alpha 404')",
+        "hasAnyTokens(s, []) OR hasAllTokens(d, 'мир')",
+    ):
+        assert segmented.explain(where).row_groups() == dataset.explain(where).row_groups()
+        assert _ours(segmented, where) == _clickhouse_ids(chdb_session, path, where), where
