@@ -8,15 +8,21 @@ the hasToken probe of each needle token; no granule holding a row chdb returns i
 
 from __future__ import annotations
 
+import argparse
+import json
+
 import numpy as np
 import pytest
 from clickhouse_harness import explain_granules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bloomskip.clickhouse import part_cli
 from bloomskip.clickhouse.condition import compile_condition
+from bloomskip.clickhouse.ddl import parse_index_definition
 from bloomskip.clickhouse.part import Part
 from bloomskip.clickhouse.part_cli import explain_part
+from bloomskip.clickhouse.simulate import simulate
 from bloomskip.errors import ConditionError
 
 GRANULE = 16
@@ -176,3 +182,39 @@ def test_errors_clickhouse_raises(part, where: str, message: str) -> None:
     definition = on_disk.indexes["id_bf" if where.startswith("hasAnyTokens(id") else "s_tok"]
     with pytest.raises(ConditionError, match=message.replace("(", r"\(").replace(")", r"\)")):
         compile_condition(where, definition, COLUMNS)
+
+
+def test_explain_command_reports_both(part, tmp_path, capsys) -> None:
+    built, _ = part
+    table_sql = tmp_path / "t.sql"
+    table_sql.write_text(built.metadata_sql)
+    parser = argparse.ArgumentParser(prog="bloomskip clickhouse")
+    part_cli.register(parser.add_subparsers(dest="command", required=True))
+    where = "hasAnyTokens(s, ['naïve'])"
+    common = ["explain", str(built.path), "--table-sql", str(table_sql), "--where", where]
+    args = parser.parse_args([*common, "--index", "s_tok"])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    total = len(built.granule_rows)
+    assert f"ClickHouse itself reads {total}/{total} granules" in text
+    args = parser.parse_args([*common, "--json"])
+    assert args.func(args) == 0
+    entries = {e["name"]: e for e in json.loads(capsys.readouterr().out)["indexes"]}
+    assert entries["s_tok"]["clickhouse_granules_selected"] == total
+    # An index that cannot evaluate the predicate has nothing of bloomskip's own to report.
+    assert "clickhouse_granules_selected" not in entries["id_bf"]
+
+
+def test_simulate_reports_both(part) -> None:
+    built, _ = part
+    definitions = [parse_index_definition(text) for text in INDEXES[:2]]
+    reports = simulate(
+        built.data.select(["s"]),
+        definitions,
+        ["hasAnyTokens(s, 'naïve')", "hasToken(s, 'naïve')"],
+        index_granularity=GRANULE,
+    )
+    token_set, has_token = reports[0].predicates
+    assert token_set.clickhouse_granules_selected == len(built.granule_rows)
+    assert token_set.granules_selected == has_token.granules_selected < len(built.granule_rows)
+    assert has_token.clickhouse_granules_selected is None
