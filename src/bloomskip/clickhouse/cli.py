@@ -8,9 +8,10 @@ DATA is Parquet, Arrow IPC (file or stream) or CSV; :func:`bloomskip.clickhouse.
 simulate_file` does the work. ``--json`` prints ``{"rows", "data_granules", "indexes": [{"name",
 "type", "definition", "bytes", "compressed_bytes", "bits_per_row", "mean_fill_ratio",
 "granules_total", "warnings", "predicates": [{"where", "granules_selected", "rows_skipped" (a
-row count), "rows_skipped_fraction", "useful"}]}]}``. An index no predicate can ever use (a text
-index over IPv6, say) is reported with a warning on stderr. ``inspect`` and ``explain`` are
-declared in :mod:`bloomskip.clickhouse.part_cli`.
+row count), "rows_skipped_fraction", "useful"[, "clickhouse_granules_selected"]}]}]}`` (the
+last where bloomskip prunes and ClickHouse does not: hasAnyTokens / hasAllTokens). An index no
+predicate can ever use (a text index over IPv6, say) is reported with a warning on stderr.
+``inspect`` and ``explain`` are declared in :mod:`bloomskip.clickhouse.part_cli`.
 
 Cheap to import: the command imports the machinery it needs when it runs.
 
@@ -28,7 +29,12 @@ from typing import Any
 from bloomskip._cli import EXIT_OK, positive_int, print_json, warn, where_options, where_text
 
 # Cheap: the library module imports pyarrow and the index machinery only when it runs.
-from bloomskip.clickhouse.simulate import DEFAULT_INDEX_GRANULARITY, Simulation, simulate_file
+from bloomskip.clickhouse.simulate import (
+    DEFAULT_INDEX_GRANULARITY,
+    PredicateReport,
+    Simulation,
+    simulate_file,
+)
 from bloomskip.errors import SimulateError
 
 
@@ -169,20 +175,26 @@ def _as_json(simulation: Simulation) -> dict[str, Any]:
                 "mean_fill_ratio": r.mean_fill_ratio,
                 "granules_total": r.granules_total,
                 "warnings": r.warnings,
-                "predicates": [
-                    {
-                        "where": p.where,
-                        "granules_selected": p.granules_selected,
-                        "rows_skipped": p.rows_skipped,
-                        "rows_skipped_fraction": p.rows_skipped_fraction,
-                        "useful": p.useful,
-                    }
-                    for p in r.predicates
-                ],
+                "predicates": [_predicate_json(p) for p in r.predicates],
             }
             for r in simulation.indexes
         ],
     }
+
+
+def _predicate_json(p: PredicateReport) -> dict:
+    """One predicate's JSON; ``clickhouse_granules_selected`` only where ClickHouse reads more
+    granules than bloomskip keeps."""
+    entry = {
+        "where": p.where,
+        "granules_selected": p.granules_selected,
+        "rows_skipped": p.rows_skipped,
+        "rows_skipped_fraction": p.rows_skipped_fraction,
+        "useful": p.useful,
+    }
+    if p.clickhouse_granules_selected is not None:
+        entry["clickhouse_granules_selected"] = p.clickhouse_granules_selected
+    return entry
 
 
 def _print_table(simulation: Simulation, predicates: list[str]) -> None:
@@ -201,6 +213,8 @@ def _print_table(simulation: Simulation, predicates: list[str]) -> None:
         ]
         for p in r.predicates:
             note = "" if p.useful else " n/a"
+            if p.clickhouse_granules_selected is not None:
+                note += " *"
             share = f"{p.rows_skipped_fraction:.1%}"
             line.append(f"{p.granules_selected}/{r.granules_total} ({share}){note}")
         lines.append(line)
@@ -211,4 +225,12 @@ def _print_table(simulation: Simulation, predicates: list[str]) -> None:
         print(f"[{n}] {where}")
     if any(not p.useful for r in simulation.indexes for p in r.predicates):
         print("n/a: the index cannot evaluate any part of that predicate (reads every granule)")
+    if any(
+        p.clickhouse_granules_selected is not None for r in simulation.indexes for p in r.predicates
+    ):
+        print(
+            "*: bloomskip's pruning; ClickHouse uses no index for hasAnyTokens / hasAllTokens "
+            "and reads every granule the rest of the predicate does not rule out (--json: "
+            "clickhouse_granules_selected)"
+        )
     sys.stdout.flush()

@@ -60,7 +60,14 @@ from bloomskip.clickhouse.granule import (
 )
 from bloomskip.clickhouse.kinds import read_date_text, read_datetime_text
 from bloomskip.clickhouse.regexp import analyze_regexp
-from bloomskip.clickhouse.tokenizers import QueryTokenizer, like_affix
+from bloomskip.clickhouse.tokenizers import (
+    DEFAULT_TOKENIZER,
+    TOKEN_SET_FUNCTIONS,
+    TOKENIZER_NAMES,
+    QueryTokenizer,
+    like_affix,
+    needle_tokens,
+)
 from bloomskip.errors import ConditionError
 
 if TYPE_CHECKING:
@@ -739,7 +746,9 @@ class _BloomAtom:
 class _TextAtom:
     """A text-index atom: any/all over alternatives, each an AND of (column, tokens) probes."""
 
-    function: str  # equals, not_equals, has, in, not_in, multi_search, has_any, has_all, match
+    # equals, not_equals, has, in, not_in, multi_search, has_any, has_all, match, token_any,
+    # token_all (hasAnyTokens / hasAllTokens, which ClickHouse itself does not prune with)
+    function: str
     alternatives: tuple[tuple[tuple[int, tuple[bytes, ...]], ...], ...]
 
     @property
@@ -767,7 +776,7 @@ class _TextAtom:
                 for probes in self.alternatives
             ]
             alternative_ok &= granules.token_sets_present(column, token_lists)
-        if self.function == "has_all":
+        if self.function in ("has_all", "token_all"):
             return alternative_ok.all(axis=1)
         return alternative_ok.any(axis=1)
 
@@ -794,6 +803,9 @@ class IndexCondition:
         where: The predicate text.
         useful: False when no atom of the predicate can use this index (ClickHouse then leaves
             the index out of ``EXPLAIN indexes = 1`` and reads every granule).
+        beyond_clickhouse: The condition holds atoms ClickHouse has none for (``hasAnyTokens``
+            / ``hasAllTokens`` on a text index), so it may keep fewer granules than ClickHouse
+            does; ``compile_condition(..., as_clickhouse=True)`` gives ClickHouse's own.
 
     Example:
         >>> from bloomskip.clickhouse.ddl import parse_index_definition
@@ -807,6 +819,9 @@ class IndexCondition:
         self.definition = definition
         self.rpn = rpn
         self.useful = _is_useful(rpn)
+        self.beyond_clickhouse = any(
+            element.op == "atom" and element.atom.function in _BEYOND_CLICKHOUSE for element in rpn
+        )
 
     @property
     def atom_count(self) -> int:
@@ -983,7 +998,11 @@ def _index_column_types(
 
 
 def compile_condition(
-    where: str, definition: IndexDefinition, column_types: Mapping[str, str] | Sequence[str]
+    where: str,
+    definition: IndexDefinition,
+    column_types: Mapping[str, str] | Sequence[str],
+    *,
+    as_clickhouse: bool = False,
 ) -> IndexCondition:
     """Compile a WHERE expression against one skip index.
 
@@ -992,6 +1011,9 @@ def compile_condition(
         definition: The index (:class:`~bloomskip.clickhouse.ddl.IndexDefinition`).
         column_types: ClickHouse types: a mapping of source column (or index expression) to type,
             or a sequence with one type per index expression.
+        as_clickhouse: Leave out the atoms ClickHouse has none for (``hasAnyTokens`` /
+            ``hasAllTokens``, which bloomskip prunes with and ClickHouse 26.9 does not), to get
+            the granules ClickHouse itself reads.
 
     Returns:
         The compiled condition; evaluate it with :meth:`IndexCondition.may_match`.
@@ -1011,10 +1033,10 @@ def compile_condition(
     types = _index_column_types(definition, column_types)
     keys = [_canonical_text(expression) for expression in definition.expressions]
     if definition.type == "bloom_filter":
-        builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants)
+        builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants, as_clickhouse)
     else:
         tokenizer = QueryTokenizer(definition.tokenizer, definition.ngram_size or 0)
-        builder = _TextRpnBuilder(where, keys, types, tokenizer, constants)
+        builder = _TextRpnBuilder(where, keys, types, tokenizer, constants, as_clickhouse)
     try:
         # AND / OR / NOT are walked without recursion; what remains (an operand's own nesting,
         # printed by sqlglot to compare it with the index expression) is as deep as the parser
@@ -1210,6 +1232,7 @@ def _merge_any_atoms(parts: list) -> list:
     """Merge the operands of an OR that are single positive atoms of the 'any value' kind."""
     merged_bloom: dict[int, list[_Values]] = {}
     text_alternatives: list = []
+    text_functions: set[str] = set()
     kept: list = []
     for part in parts:
         atom = part[0].atom if isinstance(part, list) and len(part) == 1 else None
@@ -1222,21 +1245,27 @@ def _merge_any_atoms(parts: list) -> list:
             merged_bloom.setdefault(column, []).append(values)
         elif isinstance(atom, _TextAtom) and atom.function not in _NOT_ANY_TEXT:
             text_alternatives.extend(atom.alternatives)
+            text_functions.add(atom.function)
         else:
             kept.append(part)
     merged = [
         [_Element("atom", _BloomAtom("in", ((column, _Values.concat(values)),)))]
         for column, values in merged_bloom.items()
     ]
-    if text_alternatives:
-        merged.append([_Element("atom", _TextAtom("in", tuple(text_alternatives)))])
+    if text_functions:
+        # An atom of no alternatives (hasAnyTokens(s, [])) is false and merges as such; the
+        # merged atom stays marked as bloomskip's own when one of its parts is.
+        function = "token_any" if text_functions & set(_BEYOND_CLICKHOUSE) else "in"
+        merged.append([_Element("atom", _TextAtom(function, tuple(text_alternatives)))])
     return merged + kept
 
 
 # Atoms whose granule mask is "any of its values is present" (one column), and text atoms that
 # are not: these cannot be merged into an IN.
 _ANY_BLOOM = ("equals", "in", "has", "has_any")
-_NOT_ANY_TEXT = ("not_equals", "not_in", "has_all")
+_NOT_ANY_TEXT = ("not_equals", "not_in", "has_all", "token_all")
+# Text atoms of bloomskip's own (ClickHouse 26.9 prunes nothing for them).
+_BEYOND_CLICKHOUSE = ("token_any", "token_all")
 
 
 class _RpnBuilder:
@@ -1248,11 +1277,14 @@ class _RpnBuilder:
         keys: list[str],
         types: list[ClickHouseType],
         constants: _ConstantReader | None = None,
+        as_clickhouse: bool = False,
     ) -> None:
         self.sql = sql
         self.constants = constants or _ConstantReader(sql)
         self.keys = keys
         self.types = types
+        # Atoms ClickHouse has none for (see TOKEN_SET_FUNCTIONS) are left out when True.
+        self.as_clickhouse = as_clickhouse
 
     def key_position(self, node: exp.Expression) -> int | None:
         name = _canonical(node)
@@ -1363,6 +1395,8 @@ class _RpnBuilder:
         multiSearch functions take at most 255 needles. Only index columns have known types here.
         """
         name, arguments = function
+        if name in TOKEN_SET_FUNCTIONS:
+            self._check_token_set(name, arguments)
         if name.startswith("multiSearch") and len(arguments) == 2:
             needles = self.constants.read(arguments[1])
             if needles is not None and needles.kind == "array" and len(needles.value) > 255:
@@ -1395,6 +1429,52 @@ class _RpnBuilder:
                 f"There is no supertype for types {names[0]}, {names[1]} because some of them "
                 f"are String/FixedString/Enum and some of them are not: function {name}"
             )
+
+    def _check_token_set(self, name: str, arguments: list) -> None:
+        """ClickHouse's argument checks of ``hasAnyTokens`` / ``hasAllTokens`` (verified with
+        chdb 4.4), in its words: 2 or 3 arguments, an input of (an Array of) String or
+        FixedString, constant String or Array(String) needles, a known tokenizer name. Only
+        index columns have known types here, and a needle expression the constant reader does
+        not fold (``concat(...)``, which ClickHouse folds) is let through."""
+        if len(arguments) not in (2, 3):
+            plural = "" if len(arguments) == 1 else "s"
+            raise ConditionError(
+                f"An incorrect number of arguments was specified for function '{name}'. "
+                "Expected 2 mandatory arguments and 1 optional argument, got "
+                f"{len(arguments)} argument{plural}"
+            )
+        position = self.key_position(arguments[0])
+        if position is not None:
+            column_type = self.types[position].base()
+            element = column_type.arguments[0] if column_type.name == "Array" else column_type
+            element_name = element.base().name if not isinstance(element, str) else element
+            if element_name not in ("String", "FixedString"):
+                raise ConditionError(
+                    f"A value of illegal type was provided as 1st argument 'input' to function "
+                    f"'{name}'. Expected: String, FixedString, Array(String) or "
+                    f"Array(FixedString), got: {self.types[position]}"
+                )
+        needles = arguments[1]
+        constant = self.constants.read(needles)
+        expected = (
+            f"A value of illegal type was provided as 2nd argument 'needles' to function "
+            f"'{name}'. Expected: const String or const Array(String), got: "
+        )
+        if constant is None:
+            column = self.key_position(needles)
+            if isinstance(needles, exp.Column) or column is not None:
+                got = str(self.types[column]) if column is not None else "a column"
+                raise ConditionError(expected + got)
+        elif constant.kind in ("int", "float", "bool", "tuple", "date", "datetime") or (
+            constant.kind == "array" and any(e.kind != "string" for e in constant.value)
+        ):
+            raise ConditionError(expected + _constant_type_name(constant))
+        if len(arguments) == 3:
+            tokenizer = self.constants.read(arguments[2])
+            if tokenizer is not None and tokenizer.kind == "string":
+                text = tokenizer.value.decode("utf-8", "replace")
+                if text not in TOKENIZER_NAMES:
+                    raise ConditionError(f"Unknown tokenizer: '{text}'")
 
     def _is_empty_string_test(self, function: _Function) -> bool:
         """``s = ''`` / ``s != ''`` on a plain String or FixedString index column.
@@ -1806,6 +1886,29 @@ _TEXT_FUNCTIONS = {
 }
 
 
+def _constant_type_name(constant: _Constant) -> str:
+    """ClickHouse's name of a needle constant's type, for its error message."""
+    if constant.kind == "array":
+        names = {_constant_type_name(element) for element in constant.value}
+        if "Nullable(Nothing)" in names:
+            names.discard("Nullable(Nothing)")
+            inner = f"Nullable({names.pop()})" if len(names) == 1 else "Nullable(Nothing)"
+        else:
+            inner = names.pop() if len(names) == 1 else "Nothing"
+        return f"Array({inner})"
+    if constant.kind == "null":
+        return "Nullable(Nothing)"
+    if constant.kind == "string":
+        return "String"
+    if constant.kind == "tuple":
+        return "Tuple(" + ", ".join(_constant_type_name(e) for e in constant.value) + ")"
+    if constant.kind == "bool":
+        return "Bool"
+    if constant.kind in ("date", "datetime"):
+        return {"date": "Date", "datetime": "DateTime"}[constant.kind]
+    return _literal_type(constant) or "Float64"
+
+
 class _TextRpnBuilder(_RpnBuilder):
     """``MergeTreeConditionBloomFilterText::extractAtomFromTree``."""
 
@@ -1816,8 +1919,9 @@ class _TextRpnBuilder(_RpnBuilder):
         types: list[ClickHouseType],
         tokenizer: QueryTokenizer,
         constants: _ConstantReader | None = None,
+        as_clickhouse: bool = False,
     ) -> None:
-        super().__init__(sql, keys, types, constants)
+        super().__init__(sql, keys, types, constants, as_clickhouse)
         self.tokenizer = tokenizer
 
     def atom(self, node: exp.Expression, function: _Function) -> _AtomResult:
@@ -1835,6 +1939,8 @@ class _TextRpnBuilder(_RpnBuilder):
 
     def _atom(self, function: _Function) -> _AtomResult:
         name, arguments = function
+        if name in TOKEN_SET_FUNCTIONS:
+            return self._token_set(name, arguments)
         if len(arguments) != 2:
             return None
         left, right = arguments
@@ -1882,7 +1988,7 @@ class _TextRpnBuilder(_RpnBuilder):
             if position is None or constant.kind != "string":
                 return None
             value = constant.value.lower() if case_insensitive else constant.value
-            return self._single("equals", position, tokens.string_tokens(value))
+            return self._single("equals", position, self.token_probe(value))
         if key_position is None and map_keys is None and map_values is None:
             return None
         if map_keys is not None:
@@ -1946,6 +2052,45 @@ class _TextRpnBuilder(_RpnBuilder):
                 )
             return None
         return None
+
+    def token_probe(self, token: bytes) -> list[bytes]:
+        """What the index must hold for a granule whose rows hold ``token`` as a whole token.
+
+        The one probe of a token, for ``hasToken`` (as ClickHouse probes it: the token itself
+        for ``tokenbf_v1``, every n-gram of it for ``ngrambf_v1``) and for each needle of
+        ``hasAnyTokens`` / ``hasAllTokens``; another text index kind plugs in here.
+        """
+        return self.tokenizer.string_tokens(token)
+
+    def _token_set(self, name: str, arguments: list) -> _AtomResult:
+        """``hasAnyTokens`` / ``hasAllTokens`` with the default tokenizer: a union (any-of) or
+        an intersection (all-of) of :meth:`token_probe` per needle token.
+
+        ClickHouse 26.9 uses no text index for them (verified with chdb's ``EXPLAIN indexes =
+        1``; ClickHouse#120583), so with ``as_clickhouse`` there is no atom. Without needles, or
+        for an all-of given a needle that is no token, every row is false (verified with chdb):
+        an any-of of no alternatives, which no granule passes. A NULL needle (every row NULL),
+        another tokenizer or a needle the constant reader does not fold get no atom.
+        """
+        if self.as_clickhouse or len(arguments) not in (2, 3):
+            return None
+        if len(arguments) == 3:
+            tokenizer = self.constants.read(arguments[2])
+            if tokenizer is None or tokenizer.value != DEFAULT_TOKENIZER.encode():
+                return None
+        position = self.key_position(arguments[0])
+        needles = self.constants.read(arguments[1])
+        if position is None or needles is None or needles.kind not in ("string", "array"):
+            return None
+        if needles.kind == "string":
+            read = needle_tokens(needles.value)
+        else:
+            read = needle_tokens([element.value for element in needles.value])
+        every = TOKEN_SET_FUNCTIONS[name] == "all"
+        if every and (not read.complete or not read.tokens):
+            return _TextAtom("token_any", ())
+        alternatives = tuple(((position, tuple(self.token_probe(t))),) for t in read.tokens)
+        return _TextAtom("token_all" if every else "token_any", alternatives)
 
     @staticmethod
     def _single(function: str, position: int, token_list: list[bytes] | None) -> _AtomResult:

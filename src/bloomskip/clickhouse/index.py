@@ -370,7 +370,7 @@ class SkipIndex:
     # ----------------------------------------------------------------------------------------
     # Query
 
-    def select(self, where: str) -> np.ndarray:
+    def select(self, where: str, *, as_clickhouse: bool = False) -> np.ndarray:
         """Data granules a query with this WHERE clause would read after this index.
 
         A shortcut for ``compile_condition(where, definition, column_types).select(index)``
@@ -379,6 +379,8 @@ class SkipIndex:
 
         Args:
             where: A ClickHouse WHERE expression, e.g. ``"s LIKE '%error%'"``.
+            as_clickhouse: ClickHouse's own choice, without bloomskip's pruning for predicates
+                ClickHouse uses no index for (``hasAnyTokens`` / ``hasAllTokens``).
 
         Returns:
             ``int64`` data granule numbers that may match, ascending (what ``EXPLAIN indexes = 1``
@@ -392,7 +394,10 @@ class SkipIndex:
 
         if self.column_types is None:
             raise ValueError("select needs the column types; pass column_types to from_bytes")
-        return compile_condition(where, self.definition, self.column_types).select(self)
+        condition = compile_condition(
+            where, self.definition, self.column_types, as_clickhouse=as_clickhouse
+        )
+        return condition.select(self)
 
 
 def _build_bloom_filter(

@@ -159,7 +159,10 @@ def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict
 
     Returns:
         ``{"indexes": [{"name", "type", "granules_total", "granules_selected", "selected",
-        "rows_selected"}]}`` with ``selected`` the kept data granule numbers.
+        "rows_selected"}]}`` with ``selected`` the kept data granule numbers, bloomskip's
+        choice. Where it prunes and ClickHouse does not (``hasAnyTokens`` / ``hasAllTokens`` on
+        a text index), an entry also has ``clickhouse_granules_selected`` and
+        ``clickhouse_selected``: what ClickHouse's ``EXPLAIN indexes = 1`` keeps.
 
     Raises:
         PartError / FormatError: as :meth:`Part.read_index`.
@@ -171,7 +174,7 @@ def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict
     """
     import numpy as np
 
-    from bloomskip.clickhouse.condition import check_identifiers
+    from bloomskip.clickhouse.condition import check_identifiers, compile_condition
 
     check_identifiers(where, part.column_types)
     total = part.granule_count
@@ -179,26 +182,33 @@ def explain_part(part: Part, where: str, names: list[str] | None = None) -> dict
     for name in _selected_names(part, names):
         stored = part.read_index(name)
         definition = part.definition(name)
-        if stored is None:
-            # Not materialized in this part: ClickHouse cannot use it and reads every granule.
-            selected = np.arange(total, dtype=np.int64)
-        else:
+        # Not materialized in this part: ClickHouse cannot use it and reads every granule.
+        selected = clickhouse_selected = np.arange(total, dtype=np.int64)
+        beyond = False
+        if stored is not None:
+            index = stored.skip_index
             try:
-                selected = np.asarray(stored.skip_index.select(where), dtype=np.int64)
+                selected = np.asarray(index.select(where), dtype=np.int64)
+                condition = compile_condition(where, index.definition, index.column_types)
+                beyond = condition.beyond_clickhouse
+                if beyond:
+                    clickhouse_selected = index.select(where, as_clickhouse=True)
             except BloomskipError:
                 raise
             except ValueError as exc:
                 raise PartCommandError(f"index {name}: cannot evaluate {where!r}: {exc}") from exc
-        results.append(
-            {
-                "name": name,
-                "type": definition.type,
-                "granules_total": int(total),
-                "granules_selected": int(len(selected)),
-                "selected": selected.tolist(),
-                "rows_selected": int(part.granule_rows[selected].sum()),
-            }
-        )
+        entry = {
+            "name": name,
+            "type": definition.type,
+            "granules_total": int(total),
+            "granules_selected": int(len(selected)),
+            "selected": selected.tolist(),
+            "rows_selected": int(part.granule_rows[selected].sum()),
+        }
+        if beyond:
+            entry["clickhouse_granules_selected"] = int(len(clickhouse_selected))
+            entry["clickhouse_selected"] = clickhouse_selected.tolist()
+        results.append(entry)
     return {"indexes": results}
 
 
@@ -220,6 +230,12 @@ def explain_command(args: argparse.Namespace) -> int:
         )
         if entry["selected"]:
             print("    granules: " + _ranges(entry["selected"]))
+        if "clickhouse_granules_selected" in entry:
+            print(
+                f"    ClickHouse itself reads {entry['clickhouse_granules_selected']}/"
+                f"{entry['granules_total']} granules: it uses no index for hasAnyTokens / "
+                "hasAllTokens"
+            )
     return EXIT_OK
 
 

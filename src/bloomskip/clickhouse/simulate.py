@@ -45,10 +45,14 @@ class PredicateReport:
 
     Attributes:
         where: The predicate.
-        granules_selected: Data granules ClickHouse would read after this index.
+        granules_selected: Data granules read after this index, as bloomskip prunes (what
+            ClickHouse reads too, but for ``clickhouse_granules_selected``).
         rows_skipped: Rows in the skipped granules.
         rows_skipped_fraction: Their share of all rows (0..1).
         useful: Whether the index can evaluate any part of the predicate at all.
+        clickhouse_granules_selected: The granules ClickHouse itself reads, where bloomskip
+            prunes and ClickHouse does not (``hasAnyTokens`` / ``hasAllTokens`` on a text
+            index); None where the two agree.
     """
 
     where: str
@@ -56,6 +60,7 @@ class PredicateReport:
     rows_skipped: int
     rows_skipped_fraction: float
     useful: bool
+    clickhouse_granules_selected: int | None = None
 
 
 @dataclass
@@ -455,10 +460,15 @@ def _predicate_report(
     condition = compile_condition(where, definition, types)
     selected = condition.select(index)
     rows_read = int((data_row_bounds[selected + 1] - data_row_bounds[selected]).sum())
+    clickhouse = None
+    if condition.beyond_clickhouse:
+        as_clickhouse = compile_condition(where, definition, types, as_clickhouse=True)
+        clickhouse = len(as_clickhouse.select(index))
     return PredicateReport(
         where=where,
         granules_selected=len(selected),
         rows_skipped=rows - rows_read,
         rows_skipped_fraction=(rows - rows_read) / rows if rows else 0.0,
         useful=condition.useful,
+        clickhouse_granules_selected=clickhouse,
     )

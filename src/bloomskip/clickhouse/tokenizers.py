@@ -10,6 +10,8 @@ the query filter, for each kind of predicate:
 * :meth:`QueryTokenizer.like_tokens` -- ``stringLikeToBloomFilter`` (``LIKE``), which drops
   every token a wildcard touches and honours ``\\`` escapes (a pattern with any other escape
   is not used by ClickHouse at all, see :func:`like_pattern_is_indexable`);
+* :func:`needle_tokens` -- the needles of ``hasAnyTokens`` / ``hasAllTokens`` (a string split by
+  the default tokenizer, or an array of tokens);
 * :meth:`QueryTokenizer.substring_tokens` -- ``substringToBloomFilter`` (``startsWith``,
   ``endsWith``, ``multiSearchAny``, ``match``), which for words keeps the needle's first and last
   token only when they are known to be whole tokens of the row.
@@ -38,16 +40,34 @@ from bloomskip import _native
 from bloomskip.errors import UnsupportedPredicateError
 
 __all__ = [
+    "DEFAULT_TOKENIZER",
+    "TOKENIZER_NAMES",
+    "TOKEN_SET_FUNCTIONS",
     "LikePattern",
     "LikeWildcard",
+    "NeedleTokens",
     "QueryTokenizer",
     "like_affix",
     "like_pattern_is_indexable",
+    "needle_tokens",
     "split_like_pattern",
     "utf8_sequence_length",
 ]
 
 _TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
+
+# hasAnyTokens / hasAllTokens and their singular aliases (ClickHouse 25.10+; names are
+# case-sensitive): "any" or "all" of the needles.
+TOKEN_SET_FUNCTIONS = {
+    "hasAnyTokens": "any",
+    "hasAnyToken": "any",
+    "hasAllTokens": "all",
+    "hasAllToken": "all",
+}
+# Their default tokenizer (that of tokenbf_v1), the one bloomskip reads, and every tokenizer
+# name ClickHouse 26.9 accepts as their third argument.
+DEFAULT_TOKENIZER = "splitByNonAlpha"
+TOKENIZER_NAMES = frozenset({"splitByNonAlpha", "ngrams", "splitByString", "array", "sparseGrams"})
 
 _Text = TypeVar("_Text", str, bytes)
 
@@ -355,3 +375,46 @@ class QueryTokenizer:
         n code points (``NgramTokenExtractor``) or maximal runs of ASCII alphanumerics and bytes
         >= 0x80 (``SplitByNonAlphaTokenExtractor``)."""
         return _native.tokenize(data, _TOKENIZERS[self.kind], max(self.n, 1))
+
+
+@dataclass(frozen=True)
+class NeedleTokens:
+    """The needles of ``hasAnyTokens`` / ``hasAllTokens``, as ClickHouse reads them.
+
+    Attributes:
+        tokens: The distinct needles that are tokens, in order of first appearance.
+        complete: Every needle is a token. An array element that is not one (empty, or holding
+            a separator) is in no row's tokens, so ``hasAllTokens`` is false wherever it is
+            given one, and ``hasAnyTokens`` ignores it.
+    """
+
+    tokens: tuple[bytes, ...]
+    complete: bool
+
+
+def needle_tokens(needles: bytes | list[bytes]) -> NeedleTokens:
+    """Read the needles of ``hasAnyTokens`` / ``hasAllTokens`` with the default tokenizer.
+
+    ClickHouse 26.9 (verified with chdb) splits a string needle by its default tokenizer,
+    ``splitByNonAlpha`` (the tokenizer of ``tokenbf_v1``: runs of ASCII alphanumerics and bytes
+    >= 0x80), and takes the elements of an array needle as they are, without splitting them:
+    ``hasAnyTokens('a b', ['a b'])`` is 0, ``hasAnyTokens('a b', 'a b')`` is 1. No needle at
+    all (``''``, ``'!!'``, ``[]``) makes both functions 0.
+
+    Args:
+        needles: A string needle's bytes, or the elements of an array needle.
+
+    Returns:
+        The :class:`NeedleTokens`.
+
+    Example:
+        >>> needle_tokens(b"GET /api-v2")
+        NeedleTokens(tokens=(b'GET', b'api', b'v2'), complete=True)
+        >>> needle_tokens([b"GET", b"a b", b"GET"])
+        NeedleTokens(tokens=(b'GET',), complete=False)
+    """
+    words = QueryTokenizer("token")
+    if isinstance(needles, bytes):
+        return NeedleTokens(tuple(dict.fromkeys(words.string_tokens(needles))), True)
+    tokens = [needle for needle in needles if words.string_tokens(needle) == [needle]]
+    return NeedleTokens(tuple(dict.fromkeys(tokens)), len(tokens) == len(needles))

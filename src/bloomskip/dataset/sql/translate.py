@@ -15,6 +15,11 @@ ClickHouse                      DuckDB
                                 where SEP is a string end or an ASCII byte that is not
                                 ``[0-9A-Za-z]``
 ``hasTokenCaseInsensitive``     the same over ``s`` and ``t`` with ASCII letters lowered
+``hasAnyTokens`` /              an OR / AND of that test per needle token (a string needle
+``hasAllTokens(s, n)``          split by the default tokenizer, array elements as given);
+                                no needle: FALSE (NULL for a NULL ``s``); an array ``s``:
+                                its elements joined by a space (a list of other elements
+                                than strings is refused)
 ``startsWith`` / ``endsWith``   ``starts_with`` / ``ends_with``
 ``multiSearchAny(s, [..])``     ``contains(s, n1) OR ...`` (an empty needle is ``s <> ''``);
                                 at most 255 needles, as ClickHouse
@@ -74,7 +79,14 @@ from bloomskip.clickhouse.kinds import (
     read_datetime_text,
     timestamp_scale,
 )
-from bloomskip.clickhouse.tokenizers import LikeWildcard, split_like_pattern
+from bloomskip.clickhouse.tokenizers import (
+    DEFAULT_TOKENIZER,
+    TOKEN_SET_FUNCTIONS,
+    TOKENIZER_NAMES,
+    LikeWildcard,
+    needle_tokens,
+    split_like_pattern,
+)
 from bloomskip.errors import UnsupportedPredicateError
 
 # WHERE texts whose parse / translation is remembered: a Dataset answering the same predicates
@@ -84,6 +96,9 @@ TRANSLATION_CACHE_SIZE = 512
 # ASCII bytes that separate ClickHouse tokens: every ASCII byte except [0-9A-Za-z]. Bytes >= 0x80
 # (any non-ASCII UTF-8 character) belong to tokens.
 TOKEN_SEPARATOR_CLASS = r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]"
+
+# hasAnyTokens / hasAllTokens and their aliases, as the translation's lower-cased keys.
+_TOKEN_SET_KEYS = frozenset(name.lower() for name in TOKEN_SET_FUNCTIONS)
 
 # ClickHouse refuses more needles than this in multiSearchAny.
 MAX_NEEDLES = 255
@@ -1029,6 +1044,85 @@ class _Translator:
             )
         return _typed(exp.func("list_contains", _array_or_empty(array), needle), "bool")
 
+    def token_set(self, name: str, arguments: list):
+        """``hasAnyTokens`` / ``hasAllTokens`` (and the singular aliases) with the default
+        tokenizer: an OR / AND of :func:`_has_token` per needle token
+        (:func:`bloomskip.clickhouse.tokenizers.needle_tokens`). An array haystack is its
+        elements joined by a space, a separator, so its tokens are those of its elements."""
+        from sqlglot import exp
+
+        if name not in TOKEN_SET_FUNCTIONS:
+            # ClickHouse's function names are case-sensitive here (verified with chdb).
+            proper = [n for n in TOKEN_SET_FUNCTIONS if n.lower() == name.lower()]
+            raise UnsupportedPredicateError(
+                f"Function with name `{name}` does not exist. Maybe you meant: {proper}"
+            )
+        if len(arguments) not in (2, 3):
+            plural = "" if len(arguments) == 1 else "s"
+            raise UnsupportedPredicateError(
+                f"An incorrect number of arguments was specified for function '{name}'. "
+                "Expected 2 mandatory arguments and 1 optional argument, got "
+                f"{len(arguments)} argument{plural}"
+            )
+        haystack, needles = arguments[0], arguments[1]
+        if len(arguments) == 3:
+            tokenizer = _string_constant(arguments[2], name)
+            if tokenizer not in TOKENIZER_NAMES:
+                raise UnsupportedPredicateError(f"Unknown tokenizer: '{tokenizer}'")
+            if tokenizer != DEFAULT_TOKENIZER:
+                raise UnsupportedPredicateError(
+                    f"{name}: bloomskip reads only the default tokenizer "
+                    f"'{DEFAULT_TOKENIZER}', not '{tokenizer}'"
+                )
+        kind = _kind(haystack)
+        if kind not in STRING_KINDS | {"list", "any", "null"}:
+            raise UnsupportedPredicateError(
+                f"A value of illegal type was provided as 1st argument 'input' to function "
+                f"'{name}'. Expected: String, FixedString, Array(String) or Array(FixedString), "
+                f"got: {haystack.sql('clickhouse')}"
+            )
+        if isinstance(needles, exp.Null):
+            return _typed(exp.Null(), "bool")  # a NULL needle makes every row NULL
+        if _kind(needles) in ("list", "literal list"):
+            elements = _array_constant(needles, name)
+            if not all(isinstance(e, exp.Literal) and e.is_string for e in elements):
+                raise UnsupportedPredicateError(
+                    f"A value of illegal type was provided as 2nd argument 'needles' to "
+                    f"function '{name}'. Expected: const String or const Array(String), got: "
+                    f"{needles.sql('clickhouse')}"
+                )
+            read = needle_tokens([e.this.encode("utf-8") for e in elements])
+        elif isinstance(needles, exp.Literal) and needles.is_string:
+            read = needle_tokens(needles.this.encode("utf-8"))
+        else:
+            raise UnsupportedPredicateError(
+                f"A value of illegal type was provided as 2nd argument 'needles' to function "
+                f"'{name}'. Expected: const String or const Array(String), got: "
+                f"{needles.sql('clickhouse')}"
+            )
+        if kind == "list":
+            # ClickHouse has no NULL arrays (a NULL list is []); NULL elements hold no token
+            # (DuckDB's array_to_string skips them, and is NULL when they are all it has).
+            # Concatenating an empty VARCHAR[] makes DuckDB refuse a list of other elements,
+            # which ClickHouse refuses too, where array_to_string would print them.
+            strings = exp.func(
+                "list_concat",
+                _array_or_empty(haystack),
+                exp.Cast(this=exp.Array(expressions=[]), to=exp.DataType.build("VARCHAR[]")),
+                copy=False,
+            )
+            joined = exp.func("array_to_string", strings, exp.Literal.string(" "))
+            haystack = exp.func("coalesce", joined, exp.Literal.string(""), copy=False)
+        every = TOKEN_SET_FUNCTIONS[name] == "all"
+        if not read.tokens or (every and not read.complete):
+            # False for every row but a NULL string, which stays NULL (verified with chdb).
+            null = exp.If(this=exp.Is(this=haystack.copy(), expression=exp.Null()), true=exp.Null())
+            false = exp.Case(ifs=[null], default=exp.Boolean(this=False))
+            return _typed(exp.Paren(this=false), "bool")
+        tests = [_has_token(haystack.copy(), t.decode("utf-8"), name) for t in read.tokens]
+        combined = exp.and_(*tests, copy=False) if every else exp.or_(*tests, copy=False)
+        return _typed(exp.Paren(this=combined), "bool")
+
     def require_string(self, node, function: str) -> None:
         kind = _kind(node)
         if kind not in STRING_KINDS | {"any", "null"}:
@@ -1060,6 +1154,8 @@ class _Translator:
                 text = text.translate(str.maketrans(ASCII_UPPER, ASCII_LOWER))
                 haystack = _ascii_translate(haystack, ASCII_UPPER, ASCII_LOWER)
             return _typed(_has_token(haystack, text, name), "bool")
+        if key in _TOKEN_SET_KEYS:
+            return self.token_set(name, arguments)
         if key == "multisearchany":
             haystack, needles = _arguments(name, arguments, 2)
             self.require_string(haystack, name)
