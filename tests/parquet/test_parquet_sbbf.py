@@ -344,3 +344,17 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(f"bloomskip.parquet.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+def test_chunks_without_a_length_are_read_header_first(pyarrow_file: Path) -> None:
+    """Older parquet-mr files give bloom_filter_offset only: the header then sizes the read."""
+    from dataclasses import replace
+
+    from bloomskip.parquet.reader import read_chunk_filters
+
+    chunks = [c for c in chunk_filters(pq.ParquetFile(pyarrow_file).metadata) if c.offset]
+    with pa.OSFile(str(pyarrow_file)) as file:
+        size = file.size()
+        with_length = read_chunk_filters(file, size, chunks, "f")
+        without = read_chunk_filters(file, size, [replace(c, length=None) for c in chunks], "f")
+    assert without == with_length and len(without) == len(chunks)
