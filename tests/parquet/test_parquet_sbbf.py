@@ -339,7 +339,9 @@ def _garbage(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["filter", "thrift", "values", "reader"])
+@pytest.mark.parametrize(
+    "name", ["filter", "thrift", "values", "reader", "verify", "harvest", "cli"]
+)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(f"bloomskip.parquet.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -26,6 +26,8 @@ _EXPORTS = {
     "ChunkFilter": "reader",
     "verify_file": "verify",
     "inspect_file": "verify",
+    "harvest_filters": "harvest",
+    "row_groups_passing": "harvest",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -213,7 +213,7 @@ def _check(
     verdict = ChunkVerdict(
         chunk.row_group, chunk.column_path, estimated_fpr=fpr, too_full=fpr >= max_fpr
     )
-    values = _leaf_values(table, chunk.column_path.split("."))
+    values = leaf_values(table, chunk.column_path.split("."))
     if values is None or chunk.value_type is None:
         verdict.skipped = "a nested layout bloomskip does not walk"
         return verdict
@@ -228,7 +228,7 @@ def _check(
     return verdict
 
 
-def _leaf_values(table: pa.Table, path: list[str]) -> pa.Array | None:
+def leaf_values(table: pa.Table, path: list[str]) -> pa.Array | None:
     """The values of the leaf column at the Parquet ``path`` (structs and three-level lists
     walked; None for another nesting)."""
     array = table.column(path[0])
