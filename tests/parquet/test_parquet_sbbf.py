@@ -360,3 +360,43 @@ def test_chunks_without_a_length_are_read_header_first(pyarrow_file: Path) -> No
         with_length = read_chunk_filters(file, size, chunks, "f")
         without = read_chunk_filters(file, size, [replace(c, length=None) for c in chunks], "f")
     assert without == with_length and len(without) == len(chunks)
+
+
+def test_bits_equal_pyarrow_writer_for_more_types(tmp_path: Path) -> None:
+    """INT96 timestamps, times, unsigned 64-bit, time zones, large strings, dictionaries,
+    date64 (written as a date), timestamp[s] (written as ms) and nulls: the writer's bits."""
+    n = 2000
+    i = np.arange(n)
+    base = datetime.datetime(2023, 3, 4, 5, 6, 7)
+    table = pa.table(
+        {
+            "ts96": pa.array([base + datetime.timedelta(microseconds=int(v) * 977) for v in i]),
+            "t32": pa.array((i * 1000).astype(np.int32), pa.time32("ms")),
+            "t64": pa.array(i.astype(np.int64) * 10**6 + 7, pa.time64("us")),
+            "u64": pa.array((i.astype(np.uint64) * np.uint64(2**61)) + np.uint64(5)),
+            "tz": pa.array(i.astype(np.int64) * 10**9, pa.timestamp("ns", "Europe/Paris")),
+            "ts_s": pa.array(i.astype(np.int64) * 3601, pa.timestamp("s")),
+            "d64": pa.array(i.astype(np.int64) * 86_400_000, pa.date64()),
+            "big": pa.array([f"x{v}" if v % 9 else None for v in range(n)], pa.large_string()),
+            "dict": pa.array([f"d{v % 37}" for v in range(n)]).dictionary_encode(),
+            "dur": pa.array(i.astype(np.int64) * 13, pa.duration("ms")),
+        }
+    )
+    options = {name: {"ndv": n, "fpp": 0.05} for name in table.column_names}
+    for int96 in (False, True):
+        path = tmp_path / f"more-{int96}.parquet"
+        pq.write_table(
+            table, path, bloom_filter_options=options, use_deprecated_int96_timestamps=int96
+        )
+        filters = read_bloom_filters(path)
+        assert (filters[0, "ts96"].value_type.physical_type == "INT96") is int96
+        assert len(filters) == len(table.column_names)
+        for (_rg, column), stored in filters.items():
+            built = SplitBlockBloomFilter(stored.num_bytes, value_type=stored.value_type)
+            built.update(table[column])
+            assert built.bitset == stored.bitset, (column, int96)
+            if stored.value_type.physical_type != "INT96":
+                # From the Arrow type alone, as pyarrow's writer maps it by default.
+                own = SplitBlockBloomFilter(stored.num_bytes, value_type=table[column].type)
+                own.update(table[column])
+                assert own.bitset == stored.bitset, column
