@@ -3,9 +3,10 @@
 ClickHouse parts come from chdb through the part tests' own builder (``tests/parts/
 parts_corpus.py``), TsFiles from PyPI ``tsfile`` through the TsFile tests' builder
 (``tests/tsfile/tsfile_corpus.py``), sidecars from ``bloomskip index build`` over the dataset
-tests' Parquet files, manifest versions from a segmented build over them. Nothing is
-committed: this script writes ``fuzz/corpus/<target>/`` and the templates some harnesses need
-(``fuzz/work/``), and run.py calls it when they are missing.
+tests' Parquet files, manifest versions from a segmented build over them, Parquet Bloom
+filters from files pyarrow and DuckDB write. Nothing is committed: this script writes
+``fuzz/corpus/<target>/`` and the templates some harnesses need (``fuzz/work/``), and run.py
+calls it when they are missing.
 
 Usage::
 
@@ -184,6 +185,31 @@ def segment_seeds(scratch: Path) -> None:
             _save("segment", b"\x03" + part)
 
 
+def parquet_seeds(scratch: Path) -> None:
+    """The Bloom filters pyarrow and DuckDB write into Parquet files (header and bitset, as
+    stored at each chunk's bloom_filter_offset)."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pyarrow_file, duckdb_file = scratch / "sbbf-pyarrow.parquet", scratch / "sbbf-duckdb.parquet"
+    table = pa.table({"i": pa.array(range(500)), "s": pa.array([f"s{i}" for i in range(500)])})
+    pq.write_table(table, pyarrow_file, bloom_filter_options={"i": True, "s": {"ndv": 10}})
+    duckdb.sql(
+        "COPY (SELECT 'v' || (i % 50) AS s FROM range(1000) t(i)) "
+        f"TO '{duckdb_file}' (FORMAT parquet)"
+    )
+    for path in (pyarrow_file, duckdb_file):
+        metadata = pq.ParquetFile(path).metadata
+        data = path.read_bytes()
+        for rg in range(metadata.num_row_groups):
+            for column in range(metadata.num_columns):
+                chunk = metadata.row_group(rg).column(column)
+                if chunk.bloom_filter_offset is not None and chunk.bloom_filter_length:
+                    start = chunk.bloom_filter_offset
+                    _save("parquet_filter", data[start : start + chunk.bloom_filter_length])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make every corpus (again with --force); returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -203,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         sidecar_seeds(Path(scratch))
         manifest_seeds(Path(scratch))
         segment_seeds(Path(scratch))
+        parquet_seeds(Path(scratch))
     (WORK_DIR / "done").write_text("")
     for folder in sorted(CORPUS_DIR.iterdir()):
         print(f"{folder.name:16s} {len(list(folder.iterdir())):4d} seeds")

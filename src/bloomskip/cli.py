@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from bloomskip.advise import cli as advise_cli
     from bloomskip.clickhouse import cli as clickhouse_cli
     from bloomskip.dataset import cli as dataset_cli
+    from bloomskip.parquet import cli as parquet_cli
     from bloomskip.tsfile import cli as tsfile_cli
 
     parser = argparse.ArgumentParser(
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     dataset_cli.register(commands)
     tsfile_cli.register(commands)
     clickhouse_cli.register(commands)
+    parquet_cli.register(commands)
     advise_cli.register(commands)
     return parser
 

@@ -1,4 +1,4 @@
-"""The hash functions TsFile and ClickHouse build their Bloom filters with.
+"""The hash functions TsFile, ClickHouse and Parquet build their Bloom filters with.
 
 Every function takes one value or a batch. One value is ``bytes``/``bytearray``/``memoryview`` or
 ``str`` (hashed as UTF-8) and gives Python ints. A batch is a pyarrow string/binary array (read
@@ -28,6 +28,7 @@ __all__ = [
     "int_hash64",
     "murmur3_x64_128",
     "tsfile_hash32",
+    "xxhash64",
 ]
 
 _U64 = 0xFFFFFFFFFFFFFFFF
@@ -153,6 +154,33 @@ def cityhash64_with_seed(data, seed: int):
     if is_scalar(data):
         return _native.cityhash64_with_seed(scalar_bytes(data), seed)
     return _hash_batch(_native.HASH_CITY64_SEEDED, data, seed)
+
+
+def xxhash64(data, seed: int = 0, *, out: np.ndarray | None = None):
+    """XXH64 (xxHash's 64-bit hash), the hash of Parquet's split-block Bloom filters (seed 0).
+
+    Args:
+        data: One value or a batch (fixed-width numpy items hash their raw little-endian bytes:
+            the Parquet plain encoding of INT32/INT64/FLOAT/DOUBLE).
+        seed: Unsigned 64-bit seed.
+        out: For a batch, a writable contiguous uint64 array of its length to store the hashes
+            in (and return), instead of a new one.
+
+    Returns:
+        An int, or a uint64 array for a batch.
+
+    Raises:
+        TypeError: Unsupported input type.
+        ValueError: Seed outside 0..2**64-1; Arrow nulls; an ``out`` of the wrong type or length.
+
+    Example:
+        >>> hex(xxhash64(b""))
+        '0xef46db3751d8e999'
+    """
+    seed = check_uint(seed, 64, "seed")
+    if is_scalar(data):
+        return _native.xxhash64(scalar_bytes(data), seed)
+    return _hash_batch(_native.HASH_XXH64, data, seed, out=out)
 
 
 def cityhash128(data):

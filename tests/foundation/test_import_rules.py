@@ -31,7 +31,7 @@ CORE = (
     "bloomskip._sources",
     "bloomskip._store",
 )
-FORMATS = ("bloomskip.tsfile", "bloomskip.clickhouse", "bloomskip.dataset")
+FORMATS = ("bloomskip.tsfile", "bloomskip.clickhouse", "bloomskip.dataset", "bloomskip.parquet")
 
 # (rule, importing modules, forbidden targets): a module matches a name when it is that module
 # or inside that package.
@@ -39,6 +39,7 @@ RULES = (
     ("the core imports no format package", CORE, FORMATS),
     ("tsfile never imports dataset", ("bloomskip.tsfile",), ("bloomskip.dataset",)),
     ("clickhouse never imports dataset", ("bloomskip.clickhouse",), ("bloomskip.dataset",)),
+    ("parquet never imports dataset", ("bloomskip.parquet",), ("bloomskip.dataset",)),
     (
         "pruning uses the shared vocabulary, not the build machinery",
         ("bloomskip.dataset.prune",),

@@ -308,3 +308,60 @@ PyObject *py_fastmod(PyObject *self, PyObject *args) {
     fastmod_t f = fastmod_init(d);
     return PyLong_FromUnsignedLongLong(fastmod(&f, x));
 }
+
+/* Parquet's split-block Bloom filter (parquet-format BloomFilter.md): 32-byte blocks of eight
+ * little-endian 32-bit words. The upper half of a value's XXH64 picks the block,
+ * ((hash >> 32) * blocks) >> 32; the lower half, multiplied by each word's salt, keeps its top
+ * five bits as the one bit it sets (or tests) in that word. */
+static const u32 SBBF_SALT[8] = {0x47b6137bU, 0x44974d91U, 0x8824ad5bU, 0xa2b7289dU,
+                                 0x705495c7U, 0x2df1424bU, 0x9efc4947U, 0x5c6bfb31U};
+
+/* sbbf_op(op, bitset, hashes, out): OP_ADD sets each XXH64 hash's eight bits in bitset;
+ * OP_CONTAINS writes out[i] = 1 when all eight bits of hash i are set. The bitset is a whole
+ * number of 32-byte blocks (checked: 1 .. 2^32 blocks). */
+PyObject *py_sbbf_op(PyObject *self, PyObject *args) {
+    int op;
+    PyObject *bits_obj, *hashes_obj, *out;
+    if (!PyArg_ParseTuple(args, "iOOO", &op, &bits_obj, &hashes_obj, &out))
+        return NULL;
+    if (op != OP_ADD && op != OP_CONTAINS) {
+        PyErr_Format(PyExc_ValueError, "sbbf_op: op must be OP_ADD or OP_CONTAINS, not %d", op);
+        return NULL;
+    }
+    HELD(held, 4);
+    Py_buffer *h, *bits, *v = NULL;
+    if (!(h = held_u64s(&held, hashes_obj, "hashes")) ||
+        !(bits = held_acquire(&held, bits_obj, op == OP_ADD ? PyBUF_WRITABLE : PyBUF_SIMPLE)) ||
+        (op == OP_CONTAINS && !(v = held_out(&held, out, h->len / 8, 1, "sbbf"))))
+        return held_release(&held, NULL);
+    if (bits->len < 32 || bits->len % 32 != 0 || (u64)bits->len / 32 > (1ULL << 32)) {
+        PyErr_Format(PyExc_ValueError,
+                     "sbbf_op: the bitset must be 1 to 2^32 blocks of 32 bytes, not %zd bytes",
+                     bits->len);
+        return held_release(&held, NULL);
+    }
+    Py_ssize_t n = h->len / 8;
+    u8 *bitset = (u8 *)bits->buf;
+    u64 blocks = (u64)bits->len / 32;
+    u8 *flags = v ? (u8 *)v->buf : NULL;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++) {
+        u64 x = u64_at(h, i);
+        u8 *block = bitset + 32 * (((x >> 32) * blocks) >> 32);
+        u32 key = (u32)x;
+        int hit = 1;
+        for (int j = 0; j < 8; j++) {
+            u32 mask = 1U << ((key * SBBF_SALT[j]) >> 27);
+            u32 word;
+            memcpy(&word, block + 4 * j, 4);
+            if (op == OP_ADD) {
+                word |= mask;
+                memcpy(block + 4 * j, &word, 4);
+            } else {
+                hit &= (word & mask) != 0;
+            }
+        }
+        if (flags)
+            flags[i] = (u8)hit;
+    }
+    Py_END_ALLOW_THREADS return held_release_none(&held);
+}

@@ -1,7 +1,8 @@
 /*
  * Bitsets and the bit-position schemes: TsFile's (abs(hash32) mod bit_count over eight seeds),
  * ClickHouse bloom_filter's (Hash128to64 with fifteen seeds) and ClickHouse ngrambf_v1 /
- * tokenbf_v1's (h1 + i*h2 + i*i over two seeded CityHash64 values).
+ * tokenbf_v1's (h1 + i*h2 + i*i over two seeded CityHash64 values), and Parquet's split-block
+ * Bloom filter (eight salted bits in one 32-byte block per XXH64 hash).
  */
 #ifndef BLOOMSKIP_BITS_H
 #define BLOOMSKIP_BITS_H
@@ -52,5 +53,6 @@ PyObject *py_tsfile_op(PyObject *self, PyObject *args);
 PyObject *py_seeded_op(PyObject *self, PyObject *args);
 PyObject *py_pair_op(PyObject *self, PyObject *args);
 PyObject *py_fastmod(PyObject *self, PyObject *args);
+PyObject *py_sbbf_op(PyObject *self, PyObject *args);
 
 #endif

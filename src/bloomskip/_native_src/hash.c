@@ -66,18 +66,27 @@ PyObject *py_int_hash64(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(fmix64(x));
 }
 
+PyObject *py_xxhash64(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "y*K", &buf, &seed))
+        return NULL;
+    u64 h = xxh64((const u8 *)buf.buf, (size_t)buf.len, seed);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLongLong(h);
+}
 
 /* hash_batch(kind, batch, seed, signed_tail, out1, out2): one hash over every item of a batch.
  * out1 takes int32 for HASH_TSFILE32 and u64 otherwise; out2 (u64) the second half of the
  * 128-bit hashes, None for the others. The seed is the 64-bit pattern: zero-extended for
- * MurmurHash3 (uint32) and CityHash (uint64), the sign-extended Java int for TsFile. */
+ * MurmurHash3 (uint32), CityHash and XXH64 (uint64), the sign-extended Java int for TsFile. */
 PyObject *py_hash_batch(PyObject *self, PyObject *args) {
     int kind, signed_tail;
     PyObject *spec, *o1, *o2;
     unsigned long long seed;
     if (!PyArg_ParseTuple(args, "iOKpOO", &kind, &spec, &seed, &signed_tail, &o1, &o2))
         return NULL;
-    if (kind < HASH_MURMUR3_128 || kind > HASH_CITY128) {
+    if (kind < HASH_MURMUR3_128 || kind > HASH_XXH64) {
         PyErr_Format(PyExc_ValueError, "unknown hash kind %d", kind);
         return NULL;
     }
@@ -123,6 +132,12 @@ PyObject *py_hash_batch(PyObject *self, PyObject *args) {
             pair64 h = city_hash128(p, len);
             memcpy(out1 + 8 * i, &h.first, 8);
             memcpy(out2 + 8 * i, &h.second, 8);
+        });
+        break;
+    case HASH_XXH64:
+        FOR_EACH_ITEM(b, {
+            u64 h = xxh64(p, len, seed);
+            memcpy(out1 + 8 * i, &h, 8);
         });
         break;
     }

@@ -1,6 +1,6 @@
 /*
  * The hash algorithms: MurmurHash3 x64-128 and TsFile's Murmur128Hash variants, CityHash v1.0.2
- * (the version ClickHouse bundles) and ClickHouse's Hash128to64.
+ * (the version ClickHouse bundles), ClickHouse's Hash128to64 and XXH64 (Parquet's Bloom filters).
  *
  * Defined in the header, static inline, so that the kernels of every unit (batch hashes, bit
  * schemes, granule builders, the TsFile tail verdict) inline them into their per-item loops.
@@ -12,7 +12,7 @@
 #include "core.h"
 
 /* Kinds of hash_batch, exported to Python as HASH_* constants. */
-enum { HASH_MURMUR3_128, HASH_TSFILE32, HASH_CITY64, HASH_CITY64_SEEDED, HASH_CITY128 };
+enum { HASH_MURMUR3_128, HASH_TSFILE32, HASH_CITY64, HASH_CITY64_SEEDED, HASH_CITY128, HASH_XXH64 };
 
 /* ------------------------------------------------------------------------------------------ */
 /* MurmurHash3 x64-128 and TsFile's Murmur128Hash                                              */
@@ -342,6 +342,71 @@ static inline pair64 city_hash128(const u8 *s, size_t len) {
     return city_hash128_with_seed(s, len, CH_K0, CH_K1);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* XXH64 (xxHash's 64-bit hash): Parquet's split-block Bloom filters hash with it, seed 0       */
+/* ------------------------------------------------------------------------------------------ */
+
+#define XXH_P1 0x9E3779B185EBCA87ULL
+#define XXH_P2 0xC2B2AE3D27D4EB4FULL
+#define XXH_P3 0x165667B19E3779F9ULL
+#define XXH_P4 0x85EBCA77C2B2AE63ULL
+#define XXH_P5 0x27D4EB2F165667C5ULL
+
+static inline u64 xxh64_round(u64 acc, u64 input) {
+    acc += input * XXH_P2;
+    acc = rotl64(acc, 31);
+    return acc * XXH_P1;
+}
+
+static inline u64 xxh64_merge(u64 acc, u64 val) {
+    acc ^= xxh64_round(0, val);
+    return acc * XXH_P1 + XXH_P4;
+}
+
+static inline u64 xxh64(const u8 *p, size_t len, u64 seed) {
+    size_t rem = len; /* bytes left from p; pointers never step past the end */
+    u64 h;
+    if (len >= 32) {
+        u64 v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2, v3 = seed, v4 = seed - XXH_P1;
+        do {
+            v1 = xxh64_round(v1, load64(p));
+            v2 = xxh64_round(v2, load64(p + 8));
+            v3 = xxh64_round(v3, load64(p + 16));
+            v4 = xxh64_round(v4, load64(p + 24));
+            p += 32;
+            rem -= 32;
+        } while (rem >= 32);
+        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+        h = xxh64_merge(h, v1);
+        h = xxh64_merge(h, v2);
+        h = xxh64_merge(h, v3);
+        h = xxh64_merge(h, v4);
+    } else {
+        h = seed + XXH_P5;
+    }
+    h += (u64)len;
+    for (; rem >= 8; p += 8, rem -= 8) {
+        h ^= xxh64_round(0, load64(p));
+        h = rotl64(h, 27) * XXH_P1 + XXH_P4;
+    }
+    if (rem >= 4) {
+        h ^= (u64)load32(p) * XXH_P1;
+        h = rotl64(h, 23) * XXH_P2 + XXH_P3;
+        p += 4;
+        rem -= 4;
+    }
+    for (; rem > 0; p++, rem--) {
+        h ^= (u64)*p * XXH_P5;
+        h = rotl64(h, 11) * XXH_P1;
+    }
+    h ^= h >> 33;
+    h *= XXH_P2;
+    h ^= h >> 29;
+    h *= XXH_P3;
+    h ^= h >> 32;
+    return h;
+}
+
 PyObject *py_murmur3_128(PyObject *self, PyObject *args);
 PyObject *py_tsfile_hash32(PyObject *self, PyObject *args);
 PyObject *py_cityhash64(PyObject *self, PyObject *args);
@@ -349,6 +414,7 @@ PyObject *py_cityhash64_with_seed(PyObject *self, PyObject *args);
 PyObject *py_cityhash128(PyObject *self, PyObject *args);
 PyObject *py_hash128_to_64(PyObject *self, PyObject *args);
 PyObject *py_int_hash64(PyObject *self, PyObject *args);
+PyObject *py_xxhash64(PyObject *self, PyObject *args);
 PyObject *py_hash_batch(PyObject *self, PyObject *args);
 PyObject *py_hash128_to_64_array(PyObject *self, PyObject *args);
 PyObject *py_int_hash64_array(PyObject *self, PyObject *args);

@@ -2,8 +2,8 @@
  * bloomskip._native: the hot kernels of bloomskip.
  *
  * Units: hash (MurmurHash3 x64-128 and TsFile's Murmur128Hash variants, CityHash v1.0.2,
- * ClickHouse's intHash64), batch (batch views), buffers (argument buffers), bits (bitsets and the
- * bit-position schemes of TsFile and ClickHouse), tokenizer and granules (ClickHouse's
+ * ClickHouse's intHash64, XXH64), batch (batch views), buffers (argument buffers), bits (bitsets and the
+ * bit-position schemes of TsFile and ClickHouse, and Parquet's split-block filter), tokenizer and granules (ClickHouse's
  * bloom_filter and ngrambf_v1/tokenbf_v1 granule builders), tsfile_scan (the TsFile metadata
  * scanner). This file holds the method table, the exported constants and the module's init.
  *
@@ -26,6 +26,7 @@ static PyMethodDef methods[] = {
     {"cityhash128", py_cityhash128, METH_VARARGS, "cityhash128(data) -> (low64, high64)"},
     {"hash128_to_64", py_hash128_to_64, METH_VARARGS, "hash128_to_64(low, high) -> int"},
     {"int_hash64", py_int_hash64, METH_VARARGS, "int_hash64(x) -> int"},
+    {"xxhash64", py_xxhash64, METH_VARARGS, "xxhash64(data, seed) -> int"},
     {"hash_batch", py_hash_batch, METH_VARARGS, NULL},
     {"hash128_to_64_array", py_hash128_to_64_array, METH_VARARGS, NULL},
     {"int_hash64_array", py_int_hash64_array, METH_VARARGS, NULL},
@@ -43,6 +44,7 @@ static PyMethodDef methods[] = {
     {"text_granules", py_text_granules, METH_VARARGS, NULL},
     {"tokenize", py_tokenize, METH_VARARGS, "tokenize(data, tokenizer, n) -> [(start, end)]"},
     {"fastmod", py_fastmod, METH_VARARGS, NULL},
+    {"sbbf_op", py_sbbf_op, METH_VARARGS, NULL},
     {"tsfile_scan_metadata", py_tsfile_scan_metadata, METH_VARARGS, NULL},
     {"tsfile_index_node", py_tsfile_index_node, METH_VARARGS, NULL},
     {"tsfile_tail_verdict", py_tsfile_tail_verdict, METH_VARARGS, NULL},
@@ -66,6 +68,7 @@ static const struct {
     {"HASH_CITY64", HASH_CITY64},
     {"HASH_CITY64_SEEDED", HASH_CITY64_SEEDED},
     {"HASH_CITY128", HASH_CITY128},
+    {"HASH_XXH64", HASH_XXH64},
     {"OP_POSITIONS", OP_POSITIONS},
     {"OP_ADD", OP_ADD},
     {"OP_CONTAINS", OP_CONTAINS},
