@@ -44,9 +44,11 @@ def _register_build(index_commands) -> None:
     """Add ``index build``: what to index, the granule, where the index goes, threads."""
     build = index_commands.add_parser(
         "build",
-        help="build or refresh a dataset's sidecar index",
+        help="build or refresh a dataset's skip index",
         description="Build ClickHouse skip indexes over a Parquet file, directory or glob (or an "
-        "Arrow IPC file) into a sidecar file. Only new or changed files are re-indexed.",
+        "Arrow IPC file), an object-store prefix or a Delta / Iceberg table, into a segmented "
+        "index beside it (or at --index-location). Only new or changed files are re-indexed; "
+        "an index made as one sidecar file by an earlier bloomskip is migrated.",
     )
     build.add_argument("dataset", metavar="DATASET")
     build.add_argument(
@@ -72,7 +74,11 @@ def _register_build(index_commands) -> None:
         help="let an --index replace the index's definition of the same name (and --granule "
         "its granule); without it such a change is an error",
     )
-    build.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    build.add_argument(
+        "--sidecar",
+        metavar="PATH",
+        help="keep the index as this one file instead (docs/sidecar.md)",
+    )
     _index_location_option(build)
     build.add_argument(
         "--jobs",
@@ -192,7 +198,7 @@ def _register_query(subparsers) -> None:
         help="progress bar on stderr for a long read (default: when stderr is a terminal)",
     )
     debug_option(query)
-    query.add_argument("--sidecar", metavar="PATH", help="index file (default: next to the data)")
+    query.add_argument("--sidecar", metavar="PATH", help="an index kept as one file (--sidecar)")
     _index_location_option(query)
     snapshot = query.add_argument_group(
         "table snapshots", "for a Delta or Iceberg DATASET (default: its newest snapshot)"

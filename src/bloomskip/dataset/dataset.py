@@ -61,13 +61,12 @@ def open_backend(
 ) -> Backend:
     """The object that lists a location's files and keeps its index (see :class:`Dataset`).
 
-    Local files without ``index_location`` get a
-    :class:`~bloomskip.dataset.backends.folder.FolderDataset`
-    (a sidecar file); a Delta or Iceberg table a
-    :class:`~bloomskip.dataset.backends.table.TableDataset`; anything else (an object-store
-    prefix, ``index_location``, a caller's filesystem) a
-    :class:`~bloomskip.dataset.backends.lake.LakeDataset` (segments). Only the chosen one's module
-    is imported: local files load no object-store or table-format code.
+    A Delta or Iceberg table gets a :class:`~bloomskip.dataset.backends.table.TableDataset`;
+    local files with a ``sidecar`` given, or with only a sidecar made before segments (read
+    until their next build), a :class:`~bloomskip.dataset.backends.folder.FolderDataset`;
+    anything else (local files, an object-store prefix, ``index_location``, a caller's
+    filesystem) a :class:`~bloomskip.dataset.backends.lake.LakeDataset` (segments). Local
+    files load no table-format code.
 
     Raises:
         BloomskipError: Arguments that do not fit the location (a sidecar for a table or an
@@ -143,12 +142,14 @@ class Dataset(FrameConversions):
             holding a Delta table (``_delta_log/``) or an Iceberg table (``metadata/``), or
             ``iceberg://CATALOG/NAMESPACE.TABLE``. A table's files are its snapshot's, never
             whatever its folder holds (docs/tables.md).
-        sidecar: For local files: the sidecar index file (default:
-            :func:`~bloomskip.dataset.locate.default_sidecar_path`). A glob without an index
-            of its own, inside a folder that has one, is served by that folder's index.
+        sidecar: For local files: keep the index as this one sidecar file instead
+            (docs/sidecar.md). Without it, local files have a segmented index beside them
+            (:func:`~bloomskip.dataset.locate.default_index_folder`); a glob without an index
+            of its own, inside a folder that has one, is served by that folder's index; and a
+            sidecar made before segments is read until the next build migrates it.
         index_location: Keep a segmented index there (docs/segments.md), e.g. a writable
             bucket beside a read-only data bucket. The default for an object store or a table
-            is ``<path>/_bloomskip``; local files default to a sidecar.
+            is ``<path>/_bloomskip``.
         filesystem: A pyarrow or fsspec filesystem to read the data through (needs
             ``index_location``).
         version: A Delta table's version to query (default: the newest).

@@ -329,38 +329,19 @@ class FolderDataset:
         return self._scan_schema(self._connection())
 
     def _scan_schema(self, connection) -> pa.Schema:
-        import duckdb
         import pyarrow as pa
 
         from bloomskip.dataset.listing.files import check_ipc_schemas
-        from bloomskip.dataset.scan.query import aliased_scan_source, full_scan_source
-        from bloomskip.dataset.sql.translate import duckdb_aliases
+        from bloomskip.dataset.scan.query import duckdb_scan_schema
         from bloomskip.dataset.vocabulary import relative_to
-        from bloomskip.errors import BloomskipError
 
         cache = self._cache
         if cache.scan_schema is None:
             if all(source.format == "parquet" for source in self.files):
-                aliases = duckdb_aliases(self._schema().names)
-                source = (
-                    aliased_scan_source(self.files, self._file_schemas(), aliases)
-                    if aliases
-                    else full_scan_source(self.files)
+                scanned = duckdb_scan_schema(
+                    connection, self.files, self._file_schemas, self._schema().names
                 )
-                try:
-                    scanned = (
-                        connection.cursor()
-                        .sql(f"SELECT * FROM {source} LIMIT 0")
-                        .to_arrow_table()
-                        .schema
-                    )
-                except duckdb.Error as exc:
-                    raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
-                names = {alias: name for name, alias in aliases}
-                cache.scan_schema = pa.schema(
-                    [field.with_name(names.get(field.name, field.name)) for field in scanned]
-                    + list(self._partitioning().fields)
-                )
+                cache.scan_schema = pa.schema(list(scanned) + list(self._partitioning().fields))
             else:
                 named = [relative_to(source.path, self.root) for source in self.files]
                 check_ipc_schemas(zip(named, self._file_schemas(), strict=True))

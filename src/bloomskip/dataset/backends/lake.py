@@ -1102,7 +1102,10 @@ class LakeDataset:
         def agree() -> bool:
             return explanation.files_agree is not None and explanation.files_agree()
 
-        return ExplanationReader(explanation, by_path=agree, uniform=agree, changed=self._changed)
+        def by_path() -> bool:
+            return not explanation.table_files and _local_parquet(explanation)
+
+        return ExplanationReader(explanation, by_path=by_path, uniform=agree, changed=self._changed)
 
     def _table_files(self, explanation: Explanation) -> dict | None:
         """What the scan adds to each file (``TableFile`` by key): the partition values of
@@ -1117,9 +1120,11 @@ class LakeDataset:
     def _run_on(self, explanation, where, columns, limit, table_files, progress) -> pa.Table:
         from bloomskip.dataset.scan.query import run_query
 
-        # A table's files carry its partition values and deletes: pyarrow reads them.
-        agree = not table_files and explanation.files_agree is not None
-        agree = agree and explanation.files_agree()
+        # A table's files carry its partition values and deletes: pyarrow reads them. Local
+        # Parquet files DuckDB reads itself: by path when they agree on one schema, else by
+        # name as one table (union_by_name), the rule the scan's schema was made by.
+        by_path = not table_files and _local_parquet(explanation)
+        agree = by_path and explanation.files_agree is not None and explanation.files_agree()
         return run_query(
             explanation,
             explanation.schema_source(),
@@ -1129,7 +1134,7 @@ class LakeDataset:
             self.duckdb_connection(),
             uniform=agree,
             table_files=table_files,
-            by_path=agree,
+            by_path=by_path,
             progress=progress,
         )
 
@@ -1349,6 +1354,18 @@ class LakeDataset:
         return self.index.drop()
 
 
+def _local_parquet(explanation: Explanation) -> bool:
+    """Whether every file of ``explanation`` is a local Parquet file (DuckDB reads it by
+    path)."""
+    # By the filesystem's type name: importing pyarrow.fs loads every cloud filesystem's
+    # module, which a cold local query has no use for.
+    return all(
+        getattr(state.source.filesystem, "type_name", "local") == "local"
+        and state.source.format == "parquet"
+        for state in explanation.files
+    )
+
+
 def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> bool:
     """Whether DuckDB may read the kept files by path, as the one scan does for a folder.
 
@@ -1365,13 +1382,7 @@ def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> boo
 
     from bloomskip._sources import plain_types
 
-    # By the filesystem's type name: importing pyarrow.fs loads every cloud filesystem's
-    # module, which a cold local query has no use for.
-    if not all(
-        getattr(state.source.filesystem, "type_name", "local") == "local"
-        and state.source.format == "parquet"
-        for state in explanation.files
-    ):
+    if not _local_parquet(explanation):
         return False
     if not all(schema.equals(schemas[0]) for schema in schemas[1:]):
         return False

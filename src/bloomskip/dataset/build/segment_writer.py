@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bloomskip._sources import ARROW_IPC
@@ -155,6 +156,14 @@ class SegmentWriter:
     def unify(self, schemas: list, keys: list[str]) -> pa.Schema:
         """The files' schemas read as one, as a scan of them all reads them.
 
+        Types Arrow cannot unify (a column that is an integer in one file and a string in
+        another) are, for local Parquet files, DuckDB's: its scan of them all by name widens
+        them as every query's scan reads them (the sidecar layout's rule too).
+
+        Args:
+            schemas: The schemas to read as one.
+            keys: The files they describe (a segment's describes all of its own).
+
         Raises:
             BloomskipError: Two files hold a column in types no scan reads as one.
         """
@@ -167,10 +176,39 @@ class SegmentWriter:
                 [plain_types(schema) for schema in schemas], promote_options="permissive"
             )
         except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            widened = self._scanned_as_one(keys)
+            if widened is not None:
+                return widened
             raise BloomskipError(
                 f"{self.location}: the schemas of its files cannot be read as one "
                 f"({one_line(exc)}; files such as {', '.join(keys[:3])})"
             ) from exc
+
+    def _scanned_as_one(self, keys: list[str]) -> pa.Schema | None:
+        """DuckDB's schema of local Parquet files ``keys`` scanned as one table by name; None
+        for files elsewhere or of another format (Arrow is then the only reader)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from bloomskip._store import LocalStore
+        from bloomskip.dataset.listing.files import SourceFile
+        from bloomskip.dataset.scan.query import connect, duckdb_scan_schema
+
+        if not isinstance(self._store, LocalStore) or self._arrow is not None or not keys:
+            return None
+        if not all(key.lower().endswith((".parquet", ".parq", ".pq")) for key in keys):
+            return None
+        sources = [SourceFile(Path(self._store.root, key), "parquet") for key in keys]
+        try:
+            schemas = [pq.read_schema(source.path) for source in sources]
+        except (OSError, pa.ArrowException):
+            return None  # the build or the query names the file it cannot read
+        names = list(dict.fromkeys(name for schema in schemas for name in schema.names))
+        connection = connect()
+        try:
+            return duckdb_scan_schema(connection, sources, lambda: schemas, names)
+        finally:
+            connection.close()
 
     def write_files(self, files, prepared, granule, executor, max_in_flight, progress=None):
         """Index ``files`` and write them as one segment (the body of a build task).

@@ -21,11 +21,15 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bloomskip._cli import interrupted
 from bloomskip.dataset.prune import Explanation, surviving_dataset
 from bloomskip.dataset.scan.plan import group_ranges
 from bloomskip.errors import BloomskipError, FormatError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The SQL given to DuckDB and its full error messages (``bloomskip query --debug``).
 _log = logging.getLogger(__name__)
@@ -214,6 +218,40 @@ def full_scan_source(files) -> str:
     listing = ", ".join(_quoted(source.path) for source in files)
     # The partition columns of key=value folders are bloomskip's own (dataset/listing/hive.py).
     return f"read_parquet([{listing}], union_by_name = true, hive_partitioning = false)"
+
+
+def duckdb_scan_schema(connection, files, file_schemas, names) -> pa.Schema:
+    """The schema of DuckDB's scan of every file of a Parquet dataset as one table
+    (:func:`full_scan_source`: columns by name, types widened where files differ), before any
+    partition column.
+
+    Args:
+        connection: A DuckDB connection.
+        files: The dataset's ``SourceFile`` objects (local Parquet).
+        file_schemas: A callable giving the Arrow schema of each file, in the same order (only
+            called when two column names differ only in case).
+        names: The dataset's column names (``translate.duckdb_aliases`` looks for those).
+
+    Raises:
+        BloomskipError: DuckDB cannot read the files as one table.
+    """
+    import duckdb
+    import pyarrow as pa
+
+    from bloomskip.dataset.sql.translate import duckdb_aliases
+
+    aliases = duckdb_aliases(names)
+    source = (
+        aliased_scan_source(files, file_schemas(), aliases) if aliases else full_scan_source(files)
+    )
+    try:
+        scanned = connection.cursor().sql(f"SELECT * FROM {source} LIMIT 0").to_arrow_table()
+    except duckdb.Error as exc:
+        raise BloomskipError(f"DuckDB cannot read the dataset: {exc}") from exc
+    renamed = {alias: name for name, alias in aliases}
+    return pa.schema(
+        [field.with_name(renamed.get(field.name, field.name)) for field in scanned.schema]
+    )
 
 
 def aliased_scan_source(files, file_schemas, aliases: tuple) -> str:
