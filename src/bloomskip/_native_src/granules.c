@@ -632,6 +632,7 @@ static int held_chunks(held_t *held, PyObject *spec, batch_t **chunks, u64 **sta
 }
 
 /* text_granules(strings, bounds, granules, tokenizer, n, size_bytes, k, seed, out[, threads])
+ * n: the n-gram size, or the packed sparse-gram parameters (tokenizer.h).
  * strings: a batch view, or a list of batch views (chunks laid end to end).
  * threads (default 1): granules are split into that many ranges built at once, without the GIL;
  * the filters do not depend on it. */
@@ -644,8 +645,13 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOniKnlKO|i", &spec, &bounds_obj, &granules, &tokenizer, &n, &size_bytes,
                           &k, &seed, &out, &threads))
         return NULL;
-    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN) {
-        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram) or 1 (token)");
+    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN &&
+        tokenizer != TOKENIZER_SPARSE_GRAMS) {
+        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram), 1 (token) or 2 (sparse grams)");
+        return NULL;
+    }
+    if (tokenizer == TOKENIZER_SPARSE_GRAMS && !sparse_params_valid((size_t)n)) {
+        PyErr_SetString(PyExc_ValueError, "n: invalid packed sparse-gram parameters");
         return NULL;
     }
     if (tokenizer == TOKENIZER_NGRAM && (n < 1 || n > 1024)) {

@@ -1013,7 +1013,7 @@ def compile_condition(
     if definition.type == "bloom_filter":
         builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants)
     else:
-        tokenizer = QueryTokenizer(definition.tokenizer, definition.ngram_size or 0)
+        tokenizer = QueryTokenizer.for_index(definition)
         builder = _TextRpnBuilder(where, keys, types, tokenizer, constants)
     try:
         # AND / OR / NOT are walked without recursion; what remains (an operand's own nesting,

@@ -438,7 +438,7 @@ def _build_text(
             string_bounds = row_offsets[row_bounds]
         filters.append(
             bits.text_granules(
-                strings, string_bounds, d.tokenizer, d.ngram_size or 1, d.size_bytes,
+                strings, string_bounds, d.tokenizer, d.tokenizer_argument, d.size_bytes,
                 d.hash_functions, d.seed,
             )
         )  # fmt: skip
