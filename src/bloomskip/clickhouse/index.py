@@ -426,7 +426,8 @@ def _build_text(
     data_row_bounds: np.ndarray,
     bounds: np.ndarray,
 ) -> TextGranules:
-    """The ngrambf_v1 / tokenbf_v1 granules: each index granule's tokens, hashed in C."""
+    """The ngrambf_v1 / tokenbf_v1 / sparse_grams granules: each index granule's tokens, hashed
+    in C."""
     d = definition
     filters = []
     row_bounds = data_row_bounds[bounds]
