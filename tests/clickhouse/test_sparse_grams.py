@@ -352,3 +352,63 @@ def test_pruning_keeps_every_matching_row(url_part) -> None:
         granules = np.searchsorted(starts, rows.to_numpy(), side="right") - 1
         kept = set(built.select(where).tolist())
         assert set(granules.tolist()) <= kept, where
+
+
+def test_cli_explain_and_inspect_on_a_packed_part(clickhouse, capsys) -> None:
+    """`bloomskip clickhouse explain` / `inspect` read a part whose sparse_grams index lives in
+    skp_idx.packed with compressed marks (ClickHouse's defaults), and agree with EXPLAIN."""
+    from bloomskip.cli import main
+
+    part = clickhouse.create_part(
+        {"url": "String"},
+        ["INDEX sg url TYPE sparse_grams(3, 100, 4096, 3, 0) GRANULARITY 1"],
+        URLS.format(count=4000),
+        settings={"packed_skip_index_max_bytes": 1 << 30, "compress_marks": 1},
+    )
+    assert (part.path / "skp_idx.packed").is_file()
+    arguments = [str(part.path), "--table-ddl", part.metadata_sql]
+    for where in ["url LIKE '%/item/42/%'", "url = 'http://x.org/item/1/edit#7919'"]:
+        assert main(["clickhouse", "explain", *arguments, "--where", where, "--json"]) == 0
+        [entry] = json.loads(capsys.readouterr().out)["indexes"]
+        kept, total = part.explain_granules(where, "sg")
+        assert (entry["type"], entry["granules_selected"], entry["granules_total"]) == (
+            "sparse_grams", kept, total
+        )  # fmt: skip
+        assert kept < total
+    assert main(["clickhouse", "inspect", *arguments, "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["indexes"]
+    assert entry["parameters"] == {
+        "min_ngram_length": 3,
+        "max_ngram_length": 100,
+        "size_bytes": 4096,
+        "hash_functions": 3,
+        "seed": 0,
+    }
+
+
+def test_simulate_decides_as_chdb(clickhouse, tmp_path) -> None:
+    """`clickhouse simulate` over the rows of a fixed-granule Wide part keeps, per predicate,
+    the granules ClickHouse's EXPLAIN keeps on that part."""
+    import pyarrow.parquet as pq
+
+    from bloomskip.clickhouse.simulate import simulate_file
+
+    index = "INDEX sg s TYPE sparse_grams(3, 100, 2048, 2, 0) GRANULARITY 1"
+    part = clickhouse.create_part(
+        {"s": "String"},
+        [index],
+        URLS.format(count=5000),
+        settings={
+            "index_granularity": 512,
+            "index_granularity_bytes": 0,
+            "min_bytes_for_wide_part": 0,
+        },
+    )
+    pq.write_table(part.data, tmp_path / "rows.parquet")
+    wheres = ["s LIKE '%/item/42/%'", "s = 'http://x.org/item/1/edit#7919'", "s LIKE '%ab%'"]
+    simulation = simulate_file(tmp_path / "rows.parquet", [index], wheres, index_granularity=512)
+    [report] = simulation.indexes
+    assert report.type == "sparse_grams" and report.granules_total == len(part.granule_rows)
+    for predicate in report.predicates:
+        kept, _ = part.explain_granules(predicate.where, "sg")
+        assert predicate.granules_selected == kept, predicate.where
