@@ -412,3 +412,22 @@ def test_simulate_decides_as_chdb(clickhouse, tmp_path) -> None:
     for predicate in report.predicates:
         kept, _ = part.explain_granules(predicate.where, "sg")
         assert predicate.granules_selected == kept, predicate.where
+
+
+def test_granule_bits_other_string_types(clickhouse) -> None:
+    """Array(String) (every element's grams), LowCardinality(String) (each distinct value per
+    granule once) and FixedString(12) (the zero padding is part of the string)."""
+    part = clickhouse.create_part(
+        {"arr": "Array(String)", "lc": "LowCardinality(String)", "fs": "FixedString(12)"},
+        [
+            "INDEX a arr TYPE sparse_grams(3, 100, 512, 2, 1) GRANULARITY 1",
+            "INDEX l lc TYPE sparse_grams(4, 50, 5, 256, 3, 2) GRANULARITY 2",
+            "INDEX f fs TYPE sparse_grams(3, 6, 256, 2, 3) GRANULARITY 1",
+        ],
+        "SELECT [toString(number), concat('/item/', toString(number % 97)), ''], "
+        "concat('w', toString(number % 13), '_é/x'), toFixedString(toString(number * 7), 12) "
+        "FROM numbers(3000)",
+    )
+    for name in ("a", "l", "f"):
+        built = SkipIndex.build(part.indexes[name], part.data, part.granule_rows, part.columns)
+        assert built.to_bytes() == part.index_stream(name), name
