@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import random
+import sys
+from pathlib import Path
 
-import chdb
 import numpy as np
 import pytest
 from clickhouse_harness import explain_granules
@@ -24,6 +25,9 @@ from bloomskip.clickhouse.ddl import IndexDefinitionError, parse_index_definitio
 from bloomskip.clickhouse.index import SkipIndex
 from bloomskip.clickhouse.tokenizers import QueryTokenizer
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "foundation"))
+from sparse_grams_model import weak_hash  # noqa: E402
+
 # (min_ngram_length, max_ngram_length, min_cutoff_length)
 LENGTHS = [(3, 100, None), (3, 5, None), (4, 10, 6), (5, 100, 50), (3, 3, None), (7, 30, None)]
 _ALPHABET = [
@@ -33,8 +37,8 @@ _ALPHABET = [
 ]  # fmt: skip
 
 
-def _chdb_sparse_grams(strings: list[bytes], lengths: tuple[int, int, int | None]) -> list:
-    """ClickHouse's sparse grams of each string, as bytes."""
+def _chdb_sparse_grams(session, strings: list[bytes], lengths: tuple[int, int, int | None]) -> list:
+    """ClickHouse's sparse grams of each string, as bytes (``session``: the run's chdb)."""
     low, high, cutoff = lengths
     arguments = f"{low}, {high}" + (f", {cutoff}" if cutoff is not None else "")
     values = ",".join(f"'{s.hex()}'" for s in strings)
@@ -42,7 +46,7 @@ def _chdb_sparse_grams(strings: list[bytes], lengths: tuple[int, int, int | None
         f"SELECT arrayMap(g -> hex(g), sparseGramsUTF8(unhex(s), {arguments})) "
         f"FROM (SELECT arrayJoin([{values}]) AS s) SETTINGS max_query_size = 0"
     )
-    rows = json.loads(chdb.query(sql, "JSONCompact").bytes())["data"]
+    rows = json.loads(session.query(sql, "JSONCompact").bytes())["data"]
     return [[bytes.fromhex(g) for g in row[0]] for row in rows]
 
 
@@ -64,9 +68,9 @@ def _corpus(seed: int, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-def test_tokenizer_equals_chdb_on_a_corpus(lengths) -> None:
+def test_tokenizer_equals_chdb_on_a_corpus(chdb_session, lengths) -> None:
     strings = _corpus(sum(x or 0 for x in lengths), 1500)
-    assert _ours(strings, lengths) == _chdb_sparse_grams(strings, lengths)
+    assert _ours(strings, lengths) == _chdb_sparse_grams(chdb_session, strings, lengths)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,57 +86,31 @@ def test_tokenizer_equals_chdb_on_a_corpus(lengths) -> None:
     ),
     lengths=st.sampled_from(LENGTHS),
 )
-def test_tokenizer_equals_chdb_hypothesis(strings: list[bytes], lengths) -> None:
-    assert _ours(strings, lengths) == _chdb_sparse_grams(strings, lengths)
+def test_tokenizer_equals_chdb_hypothesis(chdb_session, strings: list[bytes], lengths) -> None:
+    assert _ours(strings, lengths) == _chdb_sparse_grams(chdb_session, strings, lengths)
 
 
-def test_window_hash_is_clickhouses_weak_hash() -> None:
-    """A sparse gram of exactly min code points is kept only if the windows around it agree;
-    the hash itself is visible through ``sparseGramsHashes``, which hashes whole grams with the
-    same function: grams of 3..20 bytes cover the short, 8-byte and tail forms."""
+def test_window_hash_is_clickhouses_weak_hash(chdb_session) -> None:
+    """The window hash is visible through ``sparseGramsHashes``, which hashes whole grams with
+    the same function: grams of 3..20 bytes cover the short, 8-byte and tail forms. The
+    foundation tests' model (and through it the C kernel) uses the function checked here."""
     strings = [bytes(range(97, 97 + n)) for n in range(3, 21)]
     sql = "SELECT " + ", ".join(
         f"sparseGramsHashes('{s.decode()}', {len(s)}, {len(s)})" for s in strings
     )
-    got = chdb.query(sql, "CSV").bytes().decode().strip().split('","')
+    got = chdb_session.query(sql, "CSV").bytes().decode().strip().split('","')
     # One gram per string (the whole string), so each answer is the string's own hash.
-    expected = [_weak_hash(s) for s in strings]
+    expected = [weak_hash(s) for s in strings]
     assert [int(x.strip('"[]')) for x in got] == expected
 
 
-def _weak_hash(data: bytes) -> int:
-    """ClickHouse's updateWeakHash32(data, size, 0) written out bit by bit (the oracle for the
-    C kernel's table and SSE4.2 forms; the chdb answers above pin this function)."""
-
-    def crc(value: int, word: bytes) -> int:
-        for byte in word:
-            value ^= byte
-            for _ in range(8):
-                value = (value >> 1) ^ (0x82F63B78 if value & 1 else 0)
-        return value
-
-    if len(data) < 8:
-        return crc(0, data.ljust(7, b"\0") + bytes([len(data)]))
-    value, position = 0, 0
-    while position + 8 <= len(data):
-        value = crc(value, data[position : position + 8])
-        position += 8
-    tail = len(data) - position
-    if tail:
-        word = bytearray(data[-8:])
-        word[: 8 - tail] = bytes(8 - tail)
-        word[0] |= tail
-        value = crc(value, bytes(word))
-    return value
-
-
-def test_hull_capacity_never_drops_an_emittable_window() -> None:
+def test_hull_capacity_never_drops_an_emittable_window(chdb_session) -> None:
     """Strictly decreasing window hashes keep every window on the hull; the C kernel keeps at
     most 128 and drops the oldest, which is past max_ngram_length by then."""
     rng = random.Random(5)
     strings = [rng.randbytes(3000) for _ in range(3)] + [bytes(range(256)) * 8]
     for lengths in [(3, 100, None), (100, 100, None), (3, 100, 100)]:
-        assert _ours(strings, lengths) == _chdb_sparse_grams(strings, lengths)
+        assert _ours(strings, lengths) == _chdb_sparse_grams(chdb_session, strings, lengths)
 
 
 # ---------------------------------------------------------------------------------------------
