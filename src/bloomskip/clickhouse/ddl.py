@@ -254,8 +254,9 @@ class IndexDefinition:
         ngram_size: n of ngrambf_v1; None otherwise.
         min_ngram_length: sparse_grams' shortest gram in code points; None otherwise.
         max_ngram_length: sparse_grams' longest gram in code points; None otherwise.
-        min_cutoff_length: sparse_grams' shortest gram a query probes (all grams are indexed
-            and probed when None); None for the other types.
+        min_cutoff_length: sparse_grams' shortest gram kept, when building and when querying
+            alike (ClickHouse's tokenizer drops shorter ones in both; every gram is kept when
+            None); None for the other types.
         size_bytes: Filter size of the text indexes in bytes; None for bloom_filter.
         seed: Seed of the text indexes; None for bloom_filter.
 
