@@ -75,3 +75,20 @@ def test_granules_hold_every_gram() -> None:
             for start, end in sparse_gram_spans(data, 3, 10):
                 expected[bits.pair_positions([data[start:end]], 7, 64 * 8, 3)] = True
         assert np.array_equal(np.unpackbits(filters[granule], bitorder="little") == 1, expected)
+
+
+def test_table_path_equals_the_instruction_path(monkeypatch) -> None:
+    """BLOOMSKIP_NO_SIMD=1 hashes the windows with the nibble table instead of the crc32
+    instruction: the same grams, and the same granule filters."""
+    rng = random.Random(9)
+    strings = [rng.randbytes(rng.randrange(0, 200)) for _ in range(300)]
+    strings += [b"".join(rng.choice(_PIECES) for _ in range(60)) for _ in range(100)]
+    parameter = bits.sparse_grams_parameter(3, 40, None)
+    bounds = list(range(0, len(strings) + 1, 50))
+    fast = [_kernel(s, (3, 40, None)) for s in strings]
+    fast_filters = bits.text_granules(strings, bounds, "sparse_grams", parameter, 128, 2, 3)
+    monkeypatch.setenv("BLOOMSKIP_NO_SIMD", "1")
+    assert [_kernel(s, (3, 40, None)) for s in strings] == fast
+    table_filters = bits.text_granules(strings, bounds, "sparse_grams", parameter, 128, 2, 3)
+    assert np.array_equal(table_filters, fast_filters)
+    assert [sparse_gram_spans(s, 3, 40) for s in strings[:50]] == fast[:50]

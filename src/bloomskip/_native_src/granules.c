@@ -690,6 +690,10 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
     int parts = threads < granules ? threads : (granules > 0 ? (int)granules : 1);
     Py_ssize_t first[MAX_THREADS + 1];
     split_granules(bound_copy, granules, parts, first);
+    /* The workers run without the GIL: the CPU check (and its getenv) is made here, once. */
+    size_t parameter = (size_t)n;
+    if (tokenizer == TOKENIZER_SPARSE_GRAMS)
+        parameter = sparse_params_for_cpu(parameter);
     text_job jobs[MAX_THREADS];
     for (int t = 0; t < parts; t++)
         jobs[t] = (text_job){.chunks = chunks,
@@ -698,7 +702,7 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
                              .out = (u8 *)v->buf,
                              .size_bytes = size_bytes,
                              .tokenizer = tokenizer,
-                             .n = (size_t)n,
+                             .n = parameter,
                              .seed = seed,
                              .k = k,
                              .fm = &fm,

@@ -35,8 +35,12 @@ PyObject *py_tokenize(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "n must be at least 1");
     else if (tokenizer == TOKENIZER_SPARSE_GRAMS && (n < 0 || !sparse_params_valid((size_t)n)))
         PyErr_SetString(PyExc_ValueError, "n: invalid packed sparse-gram parameters");
-    else if ((list.spans = PyList_New(0)) != NULL)
-        for_each_token(list.base, (size_t)data.len, tokenizer, (size_t)n, span_list_add, &list);
+    else if ((list.spans = PyList_New(0)) != NULL) {
+        size_t parameter = (size_t)n;
+        if (tokenizer == TOKENIZER_SPARSE_GRAMS)
+            parameter = sparse_params_for_cpu(parameter);
+        for_each_token(list.base, (size_t)data.len, tokenizer, parameter, span_list_add, &list);
+    }
     PyBuffer_Release(&data);
     return list.spans;
 }

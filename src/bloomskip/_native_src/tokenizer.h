@@ -73,47 +73,66 @@ static inline u32 crc32c_word_portable(u32 crc, u64 word) {
     return (u32)c;
 }
 
+/* The instruction itself, written as assembly so that it inlines into code built for any x86-64
+ * (the assembler takes it whatever the compiler targets); run only where the CPU has SSE4.2. */
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static inline u32 crc32c_word_sse42(u32 crc, u64 word) {
-    return (u32)__builtin_ia32_crc32di(crc, word);
+static inline u32 crc32c_word_sse42(u32 crc, u64 word) {
+    u64 value = crc;
+    __asm__("crc32q %1, %0" : "+r"(value) : "rm"(word));
+    return (u32)value;
 }
 #endif
+
+static inline u32 crc32c_word(u32 crc, u64 word, int hw) {
+#if defined(__x86_64__)
+    if (hw)
+        return crc32c_word_sse42(crc, word);
+#endif
+    return crc32c_word_portable(crc, word);
+}
 
 /* The weak hash of the sparse-gram windows: ClickHouse's updateWeakHash32(data, size, 0). A
  * string shorter than 8 bytes is one word with its length in the top byte; a longer one is its
  * 8-byte words and, for a tail, the last 8 bytes with all but the tail zeroed and the tail's
- * length in the low byte. */
-static inline u32 sparse_window_hash(const u8 *p, size_t size, int hw) {
-    u32 (*word_crc)(u32, u64) = crc32c_word_portable;
-#if defined(__x86_64__)
-    if (hw)
-        word_crc = crc32c_word_sse42;
-#endif
+ * length in the low byte. avail: the bytes readable from p (at least size), so that a short
+ * window is one load when 8 bytes are there. */
+static inline u32 sparse_window_hash(const u8 *p, size_t size, size_t avail, int hw) {
     if (size < 8) {
         u64 value = 0;
-        memcpy(&value, p, size);
-        value |= (u64)size << 56;
-        return word_crc(0, value);
+        if (avail >= 8)
+            value = load64(p) & ((1ULL << (8 * size)) - 1);
+        else
+            memcpy(&value, p, size);
+        return crc32c_word(0, value | (u64)size << 56, hw);
     }
     u32 crc = 0;
     const u8 *end = p + size;
     for (; p + 8 <= end; p += 8)
-        crc = word_crc(crc, load64(p));
+        crc = crc32c_word(crc, load64(p), hw);
     if (p < end) {
         size_t tail = (size_t)(end - p);
         u64 word = load64(end - 8);
         word &= ~0ULL << (8 * (8 - tail));
-        crc = word_crc(crc, word | tail);
+        crc = crc32c_word(crc, word | tail, hw);
     }
     return crc;
 }
 
-static inline int sparse_hash_hw(void) {
+/* Set by the entry points on the packed parameters (above the lengths, after they were checked)
+ * when the crc32 instruction may be used: the CPU has SSE4.2 and BLOOMSKIP_NO_SIMD is not set
+ * (which lets the tests run the table on such a CPU too). Read with the GIL held, once per call. */
+#define SPARSE_GRAMS_HW (1ULL << 48)
+
+static inline size_t sparse_params_for_cpu(size_t params) {
 #if defined(__x86_64__)
-    return __builtin_cpu_supports("sse4.2");
-#else
-    return 0;
+    const char *off = getenv("BLOOMSKIP_NO_SIMD");
+    if (off && *off)
+        return params;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2"))
+        return params | SPARSE_GRAMS_HW;
 #endif
+    return params;
 }
 
 /* The next symbol's offset: one code point (UTF8::seqLength, clipped at the end). */
@@ -142,7 +161,7 @@ static inline void for_each_sparse_gram(const u8 *s, size_t len, size_t params, 
                                         void *context) {
     const size_t lo = sparse_min(params), hi = sparse_max(params), cut = sparse_cutoff(params);
     const size_t width = lo - 1; /* symbols per window */
-    const int hw = sparse_hash_hw();
+    const int hw = (params & SPARSE_GRAMS_HW) != 0;
     sparse_window hull[SPARSE_HULL]; /* a ring: hull[(first + i) % SPARSE_HULL] */
     size_t first = 0, count = 0;
     size_t left = 0, right = 0, symbol = 0;
@@ -156,7 +175,7 @@ static inline void for_each_sparse_gram(const u8 *s, size_t len, size_t params, 
     }
     while (right < len) {
         size_t end = sparse_next(s, len, right);
-        u32 hash = sparse_window_hash(s + left, end - left, hw);
+        u32 hash = sparse_window_hash(s + left, end - left, len - left, hw);
         /* Windows hashing lower than this one end their grams here. */
         while (count) {
             sparse_window *back = &hull[(first + count - 1) % SPARSE_HULL];
