@@ -1,10 +1,11 @@
 """Skip-index build speed: bloomskip against ClickHouse (chdb), single thread, same run.
 
-Four cases, 10,000,000 rows each, ``index_granularity = 8192`` (the table of docs/clickhouse.md):
+Five cases, 10,000,000 rows each, ``index_granularity = 8192`` (the table of docs/clickhouse.md):
 
 * UInt64 (``cityHash64(number)``) with ``bloom_filter(0.025)``;
 * strings of ~17 bytes (``'w<n%1000> v<n>-<n%7>x'``) with ``tokenbf_v1(10240, 3, 0)``;
 * the same strings with ``ngrambf_v1(3, 10240, 3, 0)``;
+* the same strings with ``sparse_grams(3, 100, 10240, 3, 0)``;
 * the same strings with ``bloom_filter(0.025)``.
 
 ClickHouse's cost of an index is the wall time of ``INSERT ... SELECT`` into a MergeTree table
@@ -14,10 +15,10 @@ Arrow), split into the granule build and the ClickHouse-layout serialization plu
 (what the INSERT also does). Prints rows/s for both and the ratio bloomskip / ClickHouse.
 
 ``--jobs 1,2`` also builds on several threads (the C builders split the granules, without the
-GIL); ClickHouse stays on one.
+GIL); ClickHouse stays on one. ``--case sparse`` runs only the cases whose name holds that text.
 
 Usage:
-    python benchmarks/clickhouse_build.py [--rows 10000000] [--repeat 3] [--jobs 1,2]
+    python benchmarks/clickhouse_build.py [--rows 10000000] [--repeat 3] [--jobs 1,2] [--case TEXT]
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ CASES = [
     ("UInt64 bloom_filter(0.025)", "v", "UInt64", "cityHash64(number)", "bloom_filter(0.025)"),
     ("String tokenbf_v1(10240,3,0)", "s", "String", STRINGS, "tokenbf_v1(10240, 3, 0)"),
     ("String ngrambf_v1(3,10240,3,0)", "s", "String", STRINGS, "ngrambf_v1(3, 10240, 3, 0)"),
+    (
+        "String sparse_grams(3,100,10240,3,0)",
+        "s",
+        "String",
+        STRINGS,
+        "sparse_grams(3, 100, 10240, 3, 0)",
+    ),
     ("String bloom_filter(0.025)", "s", "String", STRINGS, "bloom_filter(0.025)"),
 ]
 
@@ -126,6 +134,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="1", help="bloomskip thread counts, e.g. 1,2")
+    parser.add_argument("--case", default="", help="only the cases whose name holds this text")
     args = parser.parse_args()
     jobs = sorted({int(j) for j in args.jobs.split(",")})
 
@@ -134,15 +143,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bloomskip-bench-") as workdir:
         session = chdb_session.Session(workdir)
         try:
-            _compare(session, args.rows, args.repeat, jobs)
+            cases = [case for case in CASES if args.case in case[0]]
+            _compare(session, cases, args.rows, args.repeat, jobs)
         finally:
             session.close()
 
 
-def _compare(session: object, rows: int, repeat: int, jobs: list[int]) -> None:
+def _compare(session: object, cases: list, rows: int, repeat: int, jobs: list[int]) -> None:
     """Run every case in ``session`` and print the comparison table."""
     header = (
-        f"{'case':32} {'CH insert s':>11} {'CH index s':>10} {'CH rows/s':>12} "
+        f"{'case':36} {'CH insert s':>11} {'CH index s':>10} {'CH rows/s':>12} "
         f"{'jobs':>4} {'bs build s':>10} {'bs ser s':>8} {'bs rows/s':>12} {'ratio':>6}"
     )
     print(
@@ -150,7 +160,7 @@ def _compare(session: object, rows: int, repeat: int, jobs: list[int]) -> None:
         f"best of {repeat}"
     )
     print(header)
-    for name, column, ch_type, expression, index in CASES:
+    for name, column, ch_type, expression, index in cases:
         table = session.query(f"SELECT {expression} AS {column} FROM numbers({rows})", "ArrowTable")
         base, extra = clickhouse_extra_seconds(
             session, column, ch_type, expression, index, rows, repeat
@@ -160,7 +170,7 @@ def _compare(session: object, rows: int, repeat: int, jobs: list[int]) -> None:
             build, serialize = bloomskip_seconds(table, column, ch_type, index, repeat, j)
             our_rate = rows / (build + serialize)
             print(
-                f"{name:32} {base:11.3f} {extra:10.3f} {ch_rate:12,.0f} {j:4d} {build:10.3f} "
+                f"{name:36} {base:11.3f} {extra:10.3f} {ch_rate:12,.0f} {j:4d} {build:10.3f} "
                 f"{serialize:8.3f} {our_rate:12,.0f} {our_rate / ch_rate:6.2f}"
             )
     print("ratio = bloomskip rows/s / ClickHouse rows/s (> 1: bloomskip is faster)")

@@ -162,6 +162,23 @@ def manifest_seeds(scratch: Path) -> None:
             _save("manifest", b"\x01" + data)
 
 
+def sparse_grams_seeds() -> None:
+    """Strings for the sparse-grams tokenizer: URLs, UTF-8 of 1 to 4 bytes, invalid bytes,
+    LIKE wildcards, runs; the three leading bytes choose the lengths (see fuzz_sparse_grams)."""
+    texts = [
+        b"https://shop.example/item/4242/view?q=1",
+        "Ünïcödé 例え 😊 ok".encode(),
+        b"\xc3\x28\xe2\x82\xf0\x9f\x98\x80\xff abc",
+        b"%/item/42/_\\%",
+        b"a" * 300,
+        bytes(range(256)),
+    ]
+    for number, text in enumerate(texts):
+        for lengths in (b"\x00\x61\x00", b"\x01\x05\x03", b"\x09\x28\x07"):
+            _save("sparse_grams", lengths + text)
+        _save("sparse_grams", bytes([number, number * 7, number * 3]) + text)
+
+
 def segment_seeds(scratch: Path) -> None:
     """The directory and the bit-sliced parts of the segments ``LakeDataset.build_index``
     writes over the dataset tests' files (every index kind), plain and to be resealed."""
@@ -230,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest_seeds(Path(scratch))
         segment_seeds(Path(scratch))
         parquet_seeds(Path(scratch))
+        sparse_grams_seeds()
     (WORK_DIR / "done").write_text("")
     for folder in sorted(CORPUS_DIR.iterdir()):
         print(f"{folder.name:16s} {len(list(folder.iterdir())):4d} seeds")

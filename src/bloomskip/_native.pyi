@@ -21,6 +21,7 @@ OP_CONTAINS: Final[int]
 # text_granules tokenizers
 TOKENIZER_NGRAM: Final[int]
 TOKENIZER_TOKEN: Final[int]
+TOKENIZER_SPARSE_GRAMS: Final[int]
 # tsfile_index_node key kinds
 TSFILE_KEY_MEASUREMENT: Final[int]
 TSFILE_KEY_DEVICE_V3: Final[int]

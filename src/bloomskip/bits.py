@@ -40,6 +40,7 @@ __all__ = [
     "seeded_contains",
     "seeded_positions",
     "set_bits",
+    "sparse_grams_parameter",
     "test_bits",
     "text_granules",
     "tsfile_add",
@@ -333,7 +334,42 @@ def bloom_filter_granules(
     return payload, offsets, total_rows
 
 
-_TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
+_TOKENIZERS = {
+    "ngram": _native.TOKENIZER_NGRAM,
+    "token": _native.TOKENIZER_TOKEN,
+    "sparse_grams": _native.TOKENIZER_SPARSE_GRAMS,
+}
+
+
+def sparse_grams_parameter(
+    min_ngram_length: int, max_ngram_length: int, min_cutoff_length: int | None = None
+) -> int:
+    """Pack sparse_grams' three lengths into the one ``n`` the C tokenizer takes.
+
+    Args:
+        min_ngram_length: The shortest gram in code points (3..100).
+        max_ngram_length: The longest gram (min_ngram_length..100).
+        min_cutoff_length: The shortest gram kept, or None for all
+            (min_ngram_length..max_ngram_length).
+
+    Returns:
+        ``min | max << 16 | cutoff << 32`` (cutoff 0 when None).
+
+    Raises:
+        ValueError: The lengths are outside ClickHouse's bounds.
+
+    Example:
+        >>> sparse_grams_parameter(3, 100) == 3 | 100 << 16
+        True
+    """
+    low, high = min_ngram_length, max_ngram_length
+    cutoff = 0 if min_cutoff_length is None else min_cutoff_length
+    if not (3 <= low <= high <= 100) or (cutoff and not low <= cutoff <= high):
+        raise ValueError(
+            f"sparse grams need 3 <= min <= max <= 100 and min <= cutoff <= max, got "
+            f"({min_ngram_length}, {max_ngram_length}, {min_cutoff_length})"
+        )
+    return low | high << 16 | cutoff << 32
 
 
 def text_granules(
@@ -346,15 +382,16 @@ def text_granules(
     seed: int,
     threads: int | None = None,
 ) -> np.ndarray:
-    """Build ClickHouse ``ngrambf_v1`` / ``tokenbf_v1`` granule filters for one index column.
+    """Build ClickHouse ``ngrambf_v1`` / ``tokenbf_v1`` / ``sparse_grams`` granule filters.
 
     Args:
         strings: A batch of strings (Arrow string/binary array or chunked array, or a
             sequence); nulls are read as ``""`` (ClickHouse hashes the default under a NULL).
         bounds: Granule g holds ``strings[bounds[g]:bounds[g + 1]]``.
-        tokenizer: ``"ngram"`` (n UTF-8 code points) or ``"token"`` (runs of ASCII alphanumerics
-            and bytes >= 0x80).
-        n: The n-gram size (ignored for tokens).
+        tokenizer: ``"ngram"`` (n UTF-8 code points), ``"token"`` (runs of ASCII alphanumerics
+            and bytes >= 0x80) or ``"sparse_grams"`` (ClickHouse's ``sparseGramsUTF8``).
+        n: The n-gram size (ignored for tokens); for sparse grams the lengths packed by
+            :func:`sparse_grams_parameter`.
         size_bytes: Filter size in bytes.
         k: Hash functions.
         seed: The index's seed.
@@ -365,7 +402,7 @@ def text_granules(
         writes it.
     """
     if tokenizer not in _TOKENIZERS:
-        raise ValueError(f"tokenizer must be 'ngram' or 'token', got {tokenizer!r}")
+        raise ValueError(f"tokenizer must be 'ngram', 'token' or 'sparse_grams', got {tokenizer!r}")
     if isinstance(strings, pa.ChunkedArray | pa.Array) and strings.null_count:
         strings = strings.fill_null(pa.scalar(b"", type=strings.type))
     bounds_array = _bounds(bounds, "bounds")

@@ -137,7 +137,7 @@ def cityhash64(data, *, out: np.ndarray | None = None):
 
 
 def cityhash64_with_seed(data, seed: int):
-    """CityHash64WithSeed v1.0.2 (ClickHouse's ngrambf_v1 / tokenbf_v1 token hash).
+    """CityHash64WithSeed v1.0.2 (ClickHouse's ngrambf_v1 / tokenbf_v1 / sparse_grams token hash).
 
     Args:
         data: One value or a batch.

@@ -123,9 +123,13 @@ _INDEXES = [
     "INDEX n2 s TYPE ngrambf_v1(2, 8, 2, 5) GRANULARITY {g}",
     "INDEX n3 s TYPE ngrambf_v1(3, 16, 3, 0) GRANULARITY {g}",
     "INDEX n3a sa TYPE ngrambf_v1(3, 16, 2, 1) GRANULARITY {g}",
+    "INDEX sg s TYPE sparse_grams(3, 100, 16, 2, 0) GRANULARITY {g}",
+    "INDEX sga sa TYPE sparse_grams(3, 8, 16, 2, 1) GRANULARITY {g}",
     # Large filters: few false positives, so a wrong probe shows up as a skipped granule.
     "INDEX tkl s TYPE tokenbf_v1(512, 3, 0) GRANULARITY {g}",
     "INDEX n2l s TYPE ngrambf_v1(2, 512, 3, 0) GRANULARITY {g}",
+    "INDEX sgl s TYPE sparse_grams(3, 100, 512, 3, 0) GRANULARITY {g}",
+    "INDEX sgc s TYPE sparse_grams(4, 10, 5, 512, 3, 0) GRANULARITY {g}",
     "INDEX bsl s TYPE bloom_filter(0.001) GRANULARITY {g}",
 ]
 

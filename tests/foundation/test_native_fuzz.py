@@ -260,7 +260,7 @@ def test_granule_builders_match_the_clickhouse_layout(inputs):
     ngrams = [{b"abc"}, {b" de", b"def", b"ef "}, set(), set()]
     text_ok = _bounds_valid(bounds, granules, 4) and 1 <= k <= 1 << 20
     ngram, token = _native.TOKENIZER_NGRAM, _native.TOKENIZER_TOKEN
-    unknown = max(ngram, token) + 1
+    unknown = max(ngram, token, _native.TOKENIZER_SPARSE_GRAMS) + 1
     for tokenizer in (ngram, token, unknown):
         out = np.zeros(max(granules, 0) * 8, np.uint8)
 

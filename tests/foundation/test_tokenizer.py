@@ -57,9 +57,11 @@ def test_tokenize_matches_the_model_on_any_bytes(data: bytes, tokenizer: int, n:
 
 def test_tokenize_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="tokenizer"):
-        _native.tokenize(b"abc", max(_native.TOKENIZER_NGRAM, _native.TOKENIZER_TOKEN) + 1, 3)
+        _native.tokenize(b"abc", _native.TOKENIZER_SPARSE_GRAMS + 1, 3)
     with pytest.raises(ValueError, match="at least 1"):
         _native.tokenize(b"abc", _native.TOKENIZER_NGRAM, 0)
+    with pytest.raises(ValueError, match="sparse-gram"):
+        _native.tokenize(b"abc", _native.TOKENIZER_SPARSE_GRAMS, 3)
     with pytest.raises(TypeError):
         _native.tokenize("abc", _native.TOKENIZER_TOKEN, 1)
 

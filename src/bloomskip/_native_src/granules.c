@@ -632,6 +632,7 @@ static int held_chunks(held_t *held, PyObject *spec, batch_t **chunks, u64 **sta
 }
 
 /* text_granules(strings, bounds, granules, tokenizer, n, size_bytes, k, seed, out[, threads])
+ * n: the n-gram size, or the packed sparse-gram parameters (tokenizer.h).
  * strings: a batch view, or a list of batch views (chunks laid end to end).
  * threads (default 1): granules are split into that many ranges built at once, without the GIL;
  * the filters do not depend on it. */
@@ -644,8 +645,13 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOniKnlKO|i", &spec, &bounds_obj, &granules, &tokenizer, &n, &size_bytes,
                           &k, &seed, &out, &threads))
         return NULL;
-    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN) {
-        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram) or 1 (token)");
+    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN &&
+        tokenizer != TOKENIZER_SPARSE_GRAMS) {
+        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram), 1 (token) or 2 (sparse grams)");
+        return NULL;
+    }
+    if (tokenizer == TOKENIZER_SPARSE_GRAMS && !sparse_params_valid((size_t)n)) {
+        PyErr_SetString(PyExc_ValueError, "n: invalid packed sparse-gram parameters");
         return NULL;
     }
     if (tokenizer == TOKENIZER_NGRAM && (n < 1 || n > 1024)) {
@@ -684,6 +690,10 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
     int parts = threads < granules ? threads : (granules > 0 ? (int)granules : 1);
     Py_ssize_t first[MAX_THREADS + 1];
     split_granules(bound_copy, granules, parts, first);
+    /* The workers run without the GIL: the CPU check (and its getenv) is made here, once. */
+    size_t parameter = (size_t)n;
+    if (tokenizer == TOKENIZER_SPARSE_GRAMS)
+        parameter = sparse_params_for_cpu(parameter);
     text_job jobs[MAX_THREADS];
     for (int t = 0; t < parts; t++)
         jobs[t] = (text_job){.chunks = chunks,
@@ -692,7 +702,7 @@ PyObject *py_text_granules(PyObject *self, PyObject *args) {
                              .out = (u8 *)v->buf,
                              .size_bytes = size_bytes,
                              .tokenizer = tokenizer,
-                             .n = (size_t)n,
+                             .n = parameter,
                              .seed = seed,
                              .k = k,
                              .fm = &fm,

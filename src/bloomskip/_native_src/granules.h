@@ -1,6 +1,6 @@
 /*
  * The per-granule builders of ClickHouse's skip indexes: bloom_filter granules (serialized as
- * MergeTreeIndexGranuleBloomFilter) and ngrambf_v1 / tokenbf_v1 granule filters.
+ * MergeTreeIndexGranuleBloomFilter) and ngrambf_v1 / tokenbf_v1 / sparse_grams granule filters.
  */
 #ifndef BLOOMSKIP_GRANULES_H
 #define BLOOMSKIP_GRANULES_H

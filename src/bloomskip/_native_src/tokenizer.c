@@ -19,7 +19,8 @@ static void span_list_add(void *context, const u8 *token, size_t length) {
 }
 
 /* tokenize(data, tokenizer, n) -> [(start, end), ...]: the tokens of one string, exactly as
- * text_granules adds them (n, the n-gram size, is ignored for TOKENIZER_TOKEN). */
+ * text_granules adds them (n: the n-gram size, or the packed sparse-gram parameters; ignored
+ * for TOKENIZER_TOKEN). */
 PyObject *py_tokenize(PyObject *self, PyObject *args) {
     Py_buffer data;
     int tokenizer;
@@ -27,12 +28,19 @@ PyObject *py_tokenize(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*in", &data, &tokenizer, &n))
         return NULL;
     span_list list = {.base = (const u8 *)data.buf, .spans = NULL};
-    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN)
-        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram) or 1 (token)");
+    if (tokenizer != TOKENIZER_NGRAM && tokenizer != TOKENIZER_TOKEN &&
+        tokenizer != TOKENIZER_SPARSE_GRAMS)
+        PyErr_SetString(PyExc_ValueError, "tokenizer must be 0 (ngram), 1 (token) or 2 (sparse grams)");
     else if (tokenizer == TOKENIZER_NGRAM && n < 1)
         PyErr_SetString(PyExc_ValueError, "n must be at least 1");
-    else if ((list.spans = PyList_New(0)) != NULL)
-        for_each_token(list.base, (size_t)data.len, tokenizer, (size_t)n, span_list_add, &list);
+    else if (tokenizer == TOKENIZER_SPARSE_GRAMS && (n < 0 || !sparse_params_valid((size_t)n)))
+        PyErr_SetString(PyExc_ValueError, "n: invalid packed sparse-gram parameters");
+    else if ((list.spans = PyList_New(0)) != NULL) {
+        size_t parameter = (size_t)n;
+        if (tokenizer == TOKENIZER_SPARSE_GRAMS)
+            parameter = sparse_params_for_cpu(parameter);
+        for_each_token(list.base, (size_t)data.len, tokenizer, parameter, span_list_add, &list);
+    }
     PyBuffer_Release(&data);
     return list.spans;
 }

@@ -1,11 +1,11 @@
 """``bloomskip advise``: choose skip indexes from a dataset's own data and queries.
 
 ``advise(dataset, queries)`` builds candidate ``bloom_filter`` / ``tokenbf_v1`` /
-``ngrambf_v1`` indexes over the data, probes them with the queries' real conditions, and
-recommends one index (or none) per column, each worth its bytes against the column's compressed
-size, all at one granule and built by one command; ``bloomskip.advise.figures`` and
-``bloomskip.advise.report`` draw it (the ``[plot]`` extra). Importing this package loads
-nothing heavy: the work is imported when it runs.
+``ngrambf_v1`` / ``sparse_grams`` indexes over the data, probes them with the queries' real
+conditions, and recommends one index (or none) per column, each worth its bytes against the
+column's compressed size, all at one granule and built by one command;
+``bloomskip.advise.figures`` and ``bloomskip.advise.report`` draw it (the ``[plot]`` extra).
+Importing this package loads nothing heavy: the work is imported when it runs.
 
 Example:
     >>> from bloomskip.advise import advise

@@ -28,9 +28,11 @@ from bloomskip.advise.candidates import (
     GRANULE_ROWS,
     NGRAM_SIZES,
     RATES,
+    SPARSE_GRAMS_LENGTHS,
     Candidate,
     granule_label,
     text_size,
+    tokenizer_arguments,
 )
 from bloomskip.advise.queries import Query, check_queries, read_queries
 from bloomskip.errors import BloomskipError
@@ -42,7 +44,12 @@ RELATIVE_SLACK = 0.10
 #: ... plus this much (a share of all rows).
 ABSOLUTE_SLACK = 0.001
 
-_SHORT_NAMES = {"bloom_filter": "bf", "tokenbf_v1": "tokenbf", "ngrambf_v1": "ngrambf"}
+_SHORT_NAMES = {
+    "bloom_filter": "bf",
+    "tokenbf_v1": "tokenbf",
+    "ngrambf_v1": "ngrambf",
+    "sparse_grams": "sparsegrams",
+}
 
 
 @dataclass
@@ -352,6 +359,7 @@ class _Plan:
     bloom: bool = False
     token: bool = False
     ngrams: tuple = ()
+    sparse: bool = False
     notes: list = field(default_factory=list)
 
 
@@ -383,6 +391,8 @@ def _plan(column: str, ds, queries: list[Query], query_columns) -> _Plan:
     plan.bloom = usable("bloom_filter(0.01)")
     plan.token = usable("tokenbf_v1(256, 2, 0)")
     plan.ngrams = tuple(n for n in NGRAM_SIZES if usable(f"ngrambf_v1({n}, 256, 2, 0)"))
+    lengths = ", ".join(map(str, SPARSE_GRAMS_LENGTHS))
+    plan.sparse = usable(f"sparse_grams({lengths}, 256, 2, 0)")
     return plan
 
 
@@ -409,7 +419,8 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
     """Measure the grid, pruned in two steps, on one thread per CPU (the builders run in C
     without the GIL).
 
-    First each index kind (``bloom_filter``, ``tokenbf_v1``, ``ngrambf_v1`` with each n) is
+    First each index kind (``bloom_filter``, ``tokenbf_v1``, ``ngrambf_v1`` with each n,
+    ``sparse_grams``) is
     probed once, at the finest granules and rate 0.01: its best case, short of the lowest rate.
     A kind whose probe skips less than :data:`MIN_SKIPPED` cannot pay for itself at any size
     and is dropped; of the n-gram sizes only the best probe's n goes on. The kinds left are then
@@ -425,7 +436,9 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
     finest = max(layouts, key=lambda layout: len(layout.rows))
     measured: dict = {}
     sizes: dict = {}
-    probes = sum(plan.bloom + plan.token + len(plan.ngrams) for plan in plans.values())
+    probes = sum(
+        plan.bloom + plan.token + len(plan.ngrams) + plan.sparse for plan in plans.values()
+    )
     with (
         ThreadPoolExecutor(max_workers=worker_count()) as executor,
         tqdm(
@@ -472,6 +485,7 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
         for plan in plans.values():
             kinds = [("bloom_filter", None)] * plan.bloom + [("tokenbf_v1", None)] * plan.token
             kinds += [("ngrambf_v1", n) for n in plan.ngrams]
+            kinds += [("sparse_grams", SPARSE_GRAMS_LENGTHS)] * plan.sparse
             probe_jobs += [(plan, kind, n, finest, CHOOSING_RATE) for kind, n in kinds]
         kept: list = []
         by_column: dict = {}
@@ -502,7 +516,8 @@ def _measure_all(plans: dict, sample, layouts: list, progress: bool | None) -> l
 
 
 def _candidate(sizes: dict, plan: _Plan, kind: str, ngram, layout, rate: float) -> Candidate:
-    """The candidate of one grid point (a text index sized from ``sizes``)."""
+    """The candidate of one grid point (a text index sized from ``sizes``); ``ngram`` is the
+    tokenizer's arguments: None, ngrambf_v1's n, or sparse_grams' lengths (a tuple)."""
     from bloomskip.clickhouse.ddl import quote_identifier
 
     column = quote_identifier(plan.column)
@@ -511,7 +526,7 @@ def _candidate(sizes: dict, plan: _Plan, kind: str, ngram, layout, rate: float) 
         clause = f"bloom_filter({rate:g})"
     else:
         size, hashes, sizing = text_size(sizes[(plan.column, kind, ngram, layout.granule)], rate)
-        arguments = f"{size}, {hashes}, 0" if ngram is None else f"{ngram}, {size}, {hashes}, 0"
+        arguments = ", ".join(map(str, (*tokenizer_arguments(ngram), size, hashes, 0)))
         clause = f"{kind}({arguments})"
         derivation = f"{granule_label(layout.granule)}: {sizing}"
     return Candidate(

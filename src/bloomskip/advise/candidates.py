@@ -4,8 +4,9 @@ Per column the queries read, the grid is:
 
 * ``bloom_filter`` at false-positive rates 0.1, 0.01 and 0.001 (ClickHouse sizes each granule
   by its distinct values: ``clickhouse.sizing.bloom_filter_parameters``);
-* ``tokenbf_v1`` and ``ngrambf_v1`` (n = 2..5) for String columns, sized for the same three rates
-  from the distinct tokens / n-grams measured per granule (:func:`text_size`);
+* ``tokenbf_v1``, ``ngrambf_v1`` (n = 2..5) and ``sparse_grams(3, 100, ...)`` for String columns,
+  sized for the same three rates from the distinct tokens / n-grams / sparse grams measured per
+  granule (:func:`text_size`);
 * each over granules of one row group and of 8,192, 16,384, 32,768 and 65,536 rows
   (ClickHouse ``GRANULARITY`` 1, 2, 4, 8 at ``index_granularity = 8192``).
 
@@ -36,6 +37,8 @@ MIN_TEXT_BYTES, MAX_TEXT_BYTES = 256, 65536
 MAX_TEXT_HASHES = 5
 #: n-gram sizes tried.
 NGRAM_SIZES = (2, 3, 4, 5)
+#: sparse_grams' min_ngram_length and max_ngram_length tried (ClickHouse's defaults).
+SPARSE_GRAMS_LENGTHS = (3, 100)
 #: The rate ``ngrambf_v1``'s n is chosen at.
 CHOOSING_RATE = 0.01
 
@@ -46,7 +49,7 @@ class Candidate:
 
     Attributes:
         column: The column indexed.
-        type: ``bloom_filter``, ``tokenbf_v1`` or ``ngrambf_v1``.
+        type: ``bloom_filter``, ``tokenbf_v1``, ``ngrambf_v1`` or ``sparse_grams``.
         index: The bloomskip ``--index`` text, e.g. ``"user_id TYPE bloom_filter(0.01)"``.
         granule: ``"row-group"`` or rows per granule (``--granule``).
         target_rate: The false-positive rate it was sized for.
@@ -225,6 +228,24 @@ def false_positive_rate(items: float, bits: float, hashes: int) -> float:
         0.1
     """
     return (1.0 - math.exp(-hashes * max(items, 1.0) / bits)) ** hashes
+
+
+def tokenizer_arguments(tokenizer: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    """The TYPE arguments a text index's tokenizer takes before the filter's three.
+
+    Args:
+        tokenizer: None (tokenbf_v1), ngrambf_v1's n, or sparse_grams' lengths.
+
+    Returns:
+        The arguments, in DDL order.
+
+    Example:
+        >>> tokenizer_arguments(None), tokenizer_arguments(3), tokenizer_arguments((3, 100))
+        ((), (3,), (3, 100))
+    """
+    if tokenizer is None:
+        return ()
+    return tokenizer if isinstance(tokenizer, tuple) else (tokenizer,)
 
 
 def text_size(items: float, rate: float) -> tuple[int, int, str]:

@@ -33,7 +33,8 @@ def register(subparsers) -> None:
     advise = subparsers.add_parser(
         "advise",
         help="choose skip indexes from the data and a query log",
-        description="Build candidate bloom_filter / tokenbf_v1 / ngrambf_v1 indexes over the "
+        description="Build candidate bloom_filter / tokenbf_v1 / ngrambf_v1 / sparse_grams indexes "
+        "over the "
         "data (or a sample), probe them with the queries' real conditions, and recommend one "
         "index (or none) per column: the rows each query still reads after the exact filter "
         "against the index bytes, an index only when an average query of the log saves more "

@@ -27,7 +27,7 @@ PARETO_Y_LABEL = "rows read after the index (weighted by query count)"
 FPR_X_LABEL = "index bits per row"
 FPR_Y_LABEL = "false-positive rate (granules)"
 
-_MARKERS = {"bloom_filter": "o", "tokenbf_v1": "s", "ngrambf_v1": "^"}
+_MARKERS = {"bloom_filter": "o", "tokenbf_v1": "s", "ngrambf_v1": "^", "sparse_grams": "D"}
 
 
 def _figure():

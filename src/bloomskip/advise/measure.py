@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bloomskip.advise.candidates import INDEX_GRANULARITY, Candidate
+from bloomskip.advise.candidates import INDEX_GRANULARITY, Candidate, tokenizer_arguments
 from bloomskip.advise.queries import Query
 from bloomskip.clickhouse.ddl import quote_identifier
 from bloomskip.errors import BloomskipError
@@ -371,7 +371,7 @@ def distinct_items(
     column: str,
     column_type: str,
     index_type: str,
-    ngram: int | None,
+    ngram: int | tuple[int, ...] | None,
 ) -> float:
     """Distinct tokens (or n-grams) per granule: the 90th percentile over probed granules.
 
@@ -395,7 +395,7 @@ def distinct_items(
     values = sample.table.column(column)
     parts = [values.slice(int(layout.bounds[j]), int(layout.rows[j])) for j in chosen]
     table = pa.table({column: pa.chunked_array(parts, values.type)})
-    arguments = (_COUNTING_BYTES, 1, 0) if ngram is None else (ngram, _COUNTING_BYTES, 1, 0)
+    arguments = (*tokenizer_arguments(ngram), _COUNTING_BYTES, 1, 0)
     definition = IndexDefinition.create(index_type, quote_identifier(column), arguments)
     index = SkipIndex.build(definition, table, layout.rows[chosen], {column: column_type})
     bit_count = 8 * _COUNTING_BYTES

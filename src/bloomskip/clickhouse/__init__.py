@@ -1,4 +1,5 @@
-"""ClickHouse Bloom-filter skip indexes: ``bloom_filter``, ``ngrambf_v1`` and ``tokenbf_v1``.
+"""ClickHouse Bloom-filter skip indexes: ``bloom_filter``, ``ngrambf_v1``, ``tokenbf_v1`` and
+``sparse_grams``.
 
 The package is split like ClickHouse's own code (see docs/architecture.md):
 

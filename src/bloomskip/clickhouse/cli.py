@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from bloomskip.clickhouse import part_cli
 
     group = subparsers.add_parser(
-        "clickhouse", help="ClickHouse bloom_filter / ngrambf_v1 / tokenbf_v1 skip indexes"
+        "clickhouse",
+        help="ClickHouse bloom_filter / ngrambf_v1 / tokenbf_v1 / sparse_grams skip indexes",
     )
     commands = group.add_subparsers(dest="clickhouse_command", required=True)
     _register_simulate(commands)
@@ -64,9 +65,9 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "simulate",
         help="build candidate skip indexes over a data file and compare their pruning",
-        description="Build ClickHouse bloom_filter / ngrambf_v1 / tokenbf_v1 indexes over a "
-        "Parquet, Arrow IPC or CSV file exactly as ClickHouse would, and report size and the "
-        "granules each WHERE predicate would read.",
+        description="Build ClickHouse bloom_filter / ngrambf_v1 / tokenbf_v1 / sparse_grams "
+        "indexes over a Parquet, Arrow IPC or CSV file exactly as ClickHouse would, and report "
+        "size and the granules each WHERE predicate would read.",
     )
     parser.add_argument("data", metavar="DATA", help="Parquet, Arrow IPC (.arrow/.feather) or CSV")
     parser.add_argument(

@@ -1035,7 +1035,7 @@ def compile_condition(
     if definition.type == "bloom_filter":
         builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants, as_clickhouse)
     else:
-        tokenizer = QueryTokenizer(definition.tokenizer, definition.ngram_size or 0)
+        tokenizer = QueryTokenizer.for_index(definition)
         builder = _TextRpnBuilder(where, keys, types, tokenizer, constants, as_clickhouse)
     try:
         # AND / OR / NOT are walked without recursion; what remains (an operand's own nesting,
@@ -1092,7 +1092,7 @@ def index_never_used_reason(index_type: str, ch_type: str) -> str | None:
     """Why no predicate can ever use an index of ``index_type`` over a column of ``ch_type``.
 
     Args:
-        index_type: ``"bloom_filter"``, ``"ngrambf_v1"`` or ``"tokenbf_v1"``.
+        index_type: ``"bloom_filter"``, ``"ngrambf_v1"``, ``"tokenbf_v1"`` or ``"sparse_grams"``.
         ch_type: The ClickHouse type of one index column (an expression's type for an
             expression index).
 
@@ -1109,13 +1109,14 @@ def index_never_used_reason(index_type: str, ch_type: str) -> str | None:
         >>> index_never_used_reason("tokenbf_v1", "IPv6")[:43]
         'a tokenbf_v1 index over IPv6 is never used:'
     """
+    from bloomskip.clickhouse.ddl import INDEX_TYPES
     from bloomskip.clickhouse.types import (
         UnsupportedTypeError,
         check_bloom_filter_type,
         check_text_type,
     )
 
-    if index_type not in ("bloom_filter", "ngrambf_v1", "tokenbf_v1"):
+    if index_type not in INDEX_TYPES:
         raise ValueError(f"unknown index type {index_type!r}")
     check = check_bloom_filter_type if index_type == "bloom_filter" else check_text_type
     try:
@@ -1863,7 +1864,7 @@ def _index_of_implies_has(parent: _Function | None, constants: _ConstantReader) 
 
 
 # ------------------------------------------------------------------------------------------
-# ngrambf_v1 / tokenbf_v1
+# ngrambf_v1 / tokenbf_v1 / sparse_grams
 
 
 _TEXT_FUNCTIONS = {

@@ -1,10 +1,11 @@
 """ClickHouse skip-index definitions (``INDEX name expr TYPE ... GRANULARITY g``), via sqlglot.
 
-Only the three Bloom-filter index types are modelled: ``bloom_filter[(fpr)]``,
-``ngrambf_v1(n, size_bytes, hashes, seed)`` and ``tokenbf_v1(size_bytes, hashes, seed)``. The
-argument checks are ClickHouse 26.9's (``bloomFilterIndexValidator``,
-``bloomFilterIndexTextValidator``, ``BloomFilterParameters``), with messages naming the offending
-argument.
+Only the four Bloom-filter index types are modelled: ``bloom_filter[(fpr)]``,
+``ngrambf_v1(n, size_bytes, hashes, seed)``, ``tokenbf_v1(size_bytes, hashes, seed)`` and
+``sparse_grams(min_ngram_length, max_ngram_length[, min_cutoff_length], size_bytes, hashes,
+seed)``. The argument checks are ClickHouse 26.9's (``bloomFilterIndexValidator``,
+``bloomFilterIndexTextValidator``, ``BloomFilterParameters``, the sparse-grams tokenizer's
+parameter checks), with messages naming the offending argument.
 
 Index expressions: a column, a tuple of expressions ``(a, b)`` (one filter per element),
 ``lower(col)`` / ``upper(col)`` (ASCII case mapping, as ClickHouse's ``lower``/``upper``) and
@@ -45,10 +46,13 @@ __all__ = [
 ]
 
 #: The skip-index types bloomskip models.
-INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1")
+INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1", "sparse_grams")
 
-# ClickHouse's MAX_BLOOM_FILTER_SIZE (bytes) for ngrambf_v1 / tokenbf_v1.
+# ClickHouse's MAX_BLOOM_FILTER_SIZE (bytes) for ngrambf_v1 / tokenbf_v1 / sparse_grams.
 MAX_TEXT_FILTER_BYTES = 1 << 30
+# The sparse-grams tokenizer's bounds (DEFAULT_SPARSE_GRAMS_MIN_LENGTH / _MAX_LENGTH).
+SPARSE_GRAMS_MIN_LENGTH = 3
+SPARSE_GRAMS_MAX_LENGTH = 100
 _UINT64_LIMIT = 1 << 64
 # Lower-cased name -> ClickHouse spelling of the functions an index expression may apply.
 _SUPPORTED_FUNCTIONS = {
@@ -241,13 +245,18 @@ class IndexDefinition:
     Attributes:
         name: Index name (``skp_idx_<name>.idx`` on disk).
         expressions: SQL text of each index column's expression.
-        type: ``"bloom_filter"``, ``"ngrambf_v1"`` or ``"tokenbf_v1"``.
+        type: ``"bloom_filter"``, ``"ngrambf_v1"``, ``"tokenbf_v1"`` or ``"sparse_grams"``.
         granularity: Data granules per index granule (GRANULARITY), >= 1.
         arguments: The TYPE arguments as written (numbers).
         false_positive_rate: bloom_filter's fpr (default 0.025); None for text indexes.
         bits_per_row: bloom_filter bits per distinct value; None for text indexes.
         hash_functions: Number of hash functions (k).
         ngram_size: n of ngrambf_v1; None otherwise.
+        min_ngram_length: sparse_grams' shortest gram in code points; None otherwise.
+        max_ngram_length: sparse_grams' longest gram in code points; None otherwise.
+        min_cutoff_length: sparse_grams' shortest gram kept, when building and when querying
+            alike (ClickHouse's tokenizer drops shorter ones in both; every gram is kept when
+            None); None for the other types.
         size_bytes: Filter size of the text indexes in bytes; None for bloom_filter.
         seed: Seed of the text indexes; None for bloom_filter.
 
@@ -266,6 +275,9 @@ class IndexDefinition:
     bits_per_row: int | None = None
     hash_functions: int = 0
     ngram_size: int | None = None
+    min_ngram_length: int | None = None
+    max_ngram_length: int | None = None
+    min_cutoff_length: int | None = None
     size_bytes: int | None = None
     seed: int | None = None
     index_columns: tuple[IndexExpression, ...] = field(default=(), compare=False, repr=False)
@@ -283,7 +295,7 @@ class IndexDefinition:
         """Build and validate a definition from its parts (what ``parse_index_definition`` does).
 
         Args:
-            index_type: ``bloom_filter``, ``ngrambf_v1`` or ``tokenbf_v1``.
+            index_type: ``bloom_filter``, ``ngrambf_v1``, ``tokenbf_v1`` or ``sparse_grams``.
             expressions: One SQL expression or several (a multi-column index).
             arguments: The TYPE arguments (ints for text indexes, one float for bloom_filter).
             name: Index name; derived from the expressions when None.
@@ -305,8 +317,32 @@ class IndexDefinition:
 
     @property
     def tokenizer(self) -> str | None:
-        """``"ngram"``, ``"token"`` or None (bloom_filter)."""
-        return {"ngrambf_v1": "ngram", "tokenbf_v1": "token"}.get(self.type)
+        """``"ngram"``, ``"token"``, ``"sparse_grams"`` or None (bloom_filter)."""
+        return {"ngrambf_v1": "ngram", "tokenbf_v1": "token", "sparse_grams": "sparse_grams"}.get(
+            self.type
+        )
+
+    @property
+    def tokenizer_argument(self) -> int:
+        """The tokenizer's parameter as the C tokenizer takes it (``bits.text_granules``' ``n``).
+
+        The n-gram size for ngrambf_v1, 1 for tokenbf_v1 (unused), and for sparse_grams its
+        three lengths packed by :func:`bloomskip.bits.sparse_grams_parameter`.
+
+        Example:
+            >>> d = parse_index_definition("s TYPE sparse_grams(3, 100, 256, 2, 0)")
+            >>> d.tokenizer_argument == 3 | 100 << 16
+            True
+        """
+        if self.type == "sparse_grams":
+            from bloomskip.bits import sparse_grams_parameter
+
+            return sparse_grams_parameter(
+                self.min_ngram_length or SPARSE_GRAMS_MIN_LENGTH,
+                self.max_ngram_length or SPARSE_GRAMS_MAX_LENGTH,
+                self.min_cutoff_length,
+            )
+        return self.ngram_size or 1
 
     @property
     def source_columns(self) -> tuple[str, ...]:
@@ -449,6 +485,11 @@ def _build_definition(
     labels = ("size_bytes", "hash_functions", "seed")
     if index_type == "ngrambf_v1":
         labels = ("n, ngram size", *labels)
+    sparse: dict[str, int | None] = {}
+    lengths = 0  # sparse_grams' leading length arguments, before the filter's three
+    if index_type == "sparse_grams":
+        sparse, arguments = _sparse_grams_lengths(arguments)
+        lengths = len(common["arguments"]) - len(arguments)
     if len(arguments) != len(labels):
         short = "ngrambf" if index_type == "ngrambf_v1" else "tokenbf"
         raise IndexDefinitionError(
@@ -456,7 +497,7 @@ def _build_definition(
             f"({', '.join(labels)}), got {len(arguments)}"
         )
     values = [
-        _check_unsigned(index_type, i + 1, label, value)
+        _check_unsigned(index_type, lengths + i + 1, label, value)
         for i, (label, value) in enumerate(zip(labels, arguments, strict=True))
     ]
     ngram_size = None
@@ -467,7 +508,7 @@ def _build_definition(
                 _argument_error(index_type, 1, "n, ngram size", "must be at least 1", ngram_size)
             )
     size_bytes, hashes, seed = values
-    first = 2 if index_type == "ngrambf_v1" else 1
+    first = (2 if index_type == "ngrambf_v1" else 1) + lengths
     if size_bytes == 0:
         raise IndexDefinitionError(
             _argument_error(index_type, first, "size_bytes", "cannot be zero", size_bytes)
@@ -487,8 +528,57 @@ def _build_definition(
             )
         )
     return IndexDefinition(
-        **common, hash_functions=hashes, ngram_size=ngram_size, size_bytes=size_bytes, seed=seed
+        **common,
+        hash_functions=hashes,
+        ngram_size=ngram_size,
+        size_bytes=size_bytes,
+        seed=seed,
+        **sparse,
     )
+
+
+def _sparse_grams_lengths(
+    arguments: tuple[int | float, ...],
+) -> tuple[dict[str, int | None], tuple[int | float, ...]]:
+    """Split sparse_grams' arguments into its lengths, checked as ClickHouse checks them, and the
+    filter's three (size_bytes, hash_functions, seed).
+
+    ClickHouse accepts 5 or 6 arguments (the sixth being ``min_cutoff_length``, third) and checks
+    the lengths when it first builds the index (verified with chdb: ``CREATE TABLE`` accepts
+    ``sparse_grams(3, 200, 4096, 3, 0)``, the first ``INSERT`` fails): here they are checked at
+    once, with ClickHouse's messages.
+    """
+    index_type = "sparse_grams"
+    if len(arguments) not in (5, 6):
+        raise IndexDefinitionError(
+            "`sparseGrams` index must have exactly 5 or 6 arguments (min_ngram_length, "
+            "max_ngram_length[, min_cutoff_length], size_bytes, hash_functions, seed), "
+            f"got {len(arguments)}"
+        )
+    labels = ["min_ngram_length", "max_ngram_length"]
+    if len(arguments) == 6:
+        labels.append("min_cutoff_length")
+    lengths = [
+        _check_unsigned(index_type, i + 1, label, value)
+        for i, (label, value) in enumerate(zip(labels, arguments, strict=False))
+    ]
+    low, high = lengths[0], lengths[1]
+    cutoff = lengths[2] if len(lengths) == 3 else None
+    problem = None
+    if low < SPARSE_GRAMS_MIN_LENGTH:
+        problem = f"minimal length must be at least {SPARSE_GRAMS_MIN_LENGTH}, but got {low}"
+    elif high > SPARSE_GRAMS_MAX_LENGTH:
+        problem = f"maximal length must be at most {SPARSE_GRAMS_MAX_LENGTH}, but got {high}"
+    elif low > high:
+        problem = f"minimal length {low} cannot be larger than maximal length {high}"
+    elif cutoff is not None and cutoff < low:
+        problem = f"minimal cutoff length {cutoff} cannot be smaller than minimal length {low}"
+    elif cutoff is not None and cutoff > high:
+        problem = f"minimal cutoff length {cutoff} cannot be larger than maximal length {high}"
+    if problem:
+        raise IndexDefinitionError(f"Unexpected parameter of tokenizer 'sparseGrams': {problem}")
+    found = {"min_ngram_length": low, "max_ngram_length": high, "min_cutoff_length": cutoff}
+    return found, arguments[len(lengths) :]
 
 
 # --------------------------------------------------------------------------------------------

@@ -657,7 +657,7 @@ class TextGranules(Granules):
         d = self.definition
         strings, _ = text_values(_one_row(value), self._element_type(column))
         wanted = bits.text_granules(
-            strings, [0, len(strings)], d.tokenizer, d.ngram_size or 1, d.size_bytes,
+            strings, [0, len(strings)], d.tokenizer, d.tokenizer_argument, d.size_bytes,
             d.hash_functions, d.seed,
         )[0]  # fmt: skip
         flat, offsets = self.column_filters(column)

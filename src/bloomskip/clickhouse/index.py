@@ -431,7 +431,8 @@ def _build_text(
     data_row_bounds: np.ndarray,
     bounds: np.ndarray,
 ) -> TextGranules:
-    """The ngrambf_v1 / tokenbf_v1 granules: each index granule's tokens, hashed in C."""
+    """The ngrambf_v1 / tokenbf_v1 / sparse_grams granules: each index granule's tokens, hashed
+    in C."""
     d = definition
     filters = []
     row_bounds = data_row_bounds[bounds]
@@ -443,7 +444,7 @@ def _build_text(
             string_bounds = row_offsets[row_bounds]
         filters.append(
             bits.text_granules(
-                strings, string_bounds, d.tokenizer, d.ngram_size or 1, d.size_bytes,
+                strings, string_bounds, d.tokenizer, d.tokenizer_argument, d.size_bytes,
                 d.hash_functions, d.seed,
             )
         )  # fmt: skip

@@ -385,7 +385,8 @@ class Part:
         if name not in self.indexes:
             known = ", ".join(self.indexes) or "none"
             raise PartError(
-                f"no bloom_filter/ngrambf_v1/tokenbf_v1 index {name!r} (known: {known})"
+                f"no bloom_filter/ngrambf_v1/tokenbf_v1/sparse_grams index {name!r} "
+                f"(known: {known})"
             )
         return self.indexes[name]
 

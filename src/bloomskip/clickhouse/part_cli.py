@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inspect = subparsers.add_parser(
         "inspect",
         help="per-granule fill and false-positive statistics of a part's Bloom-filter indexes",
-        description="Read a MergeTree part's bloom_filter / ngrambf_v1 / tokenbf_v1 indexes and "
+        description="Read a MergeTree part's bloom_filter / ngrambf_v1 / tokenbf_v1 / sparse_grams "
+        "indexes and "
         "report how full each granule's filter is.",
     )
     _add_part_arguments(inspect)
@@ -139,7 +140,9 @@ def _open_part(args: argparse.Namespace) -> Part:
 def _selected_names(part: Part, requested: list[str] | None) -> list[str]:
     if not requested:
         if not part.indexes:
-            raise PartCommandError("the table has no bloom_filter, ngrambf_v1 or tokenbf_v1 index")
+            raise PartCommandError(
+                "the table has no bloom_filter, ngrambf_v1, tokenbf_v1 or sparse_grams index"
+            )
         return list(part.indexes)
     for name in requested:
         part.definition(name)  # raises on an unknown name
@@ -323,9 +326,9 @@ def recommend_parameters(
     # Past ClickHouse's size limit the suggestion must stay valid DDL; its estimate shows the rest.
     size_bytes = min(max(1, math.ceil(bits / 8)), MAX_TEXT_FILTER_BYTES)
     estimated = (1.0 - math.exp(-hashes * items / (8 * size_bytes))) ** hashes
-    arguments = f"{size_bytes}, {hashes}, {definition.seed}"
-    if definition.type == "ngrambf_v1":
-        arguments = f"{definition.ngram_size}, {arguments}"
+    # The tokenizer's arguments (ngrambf_v1's n, sparse_grams' lengths) precede the filter's.
+    tokenizer_arguments = "".join(f"{a}, " for a in definition.arguments[:-3])
+    arguments = f"{tokenizer_arguments}{size_bytes}, {hashes}, {definition.seed}"
     note = None
     if definition.granularity > 1:
         note = (
@@ -423,6 +426,14 @@ def _parameters(definition: IndexDefinition) -> dict[str, Any]:
     }
     if definition.type == "ngrambf_v1":
         parameters = {"ngram_size": definition.ngram_size, **parameters}
+    if definition.type == "sparse_grams":
+        lengths = {
+            "min_ngram_length": definition.min_ngram_length,
+            "max_ngram_length": definition.max_ngram_length,
+        }
+        if definition.min_cutoff_length is not None:
+            lengths["min_cutoff_length"] = definition.min_cutoff_length
+        parameters = {**lengths, **parameters}
     return parameters
 
 

@@ -1,4 +1,5 @@
-"""Query-side tokenizers of ClickHouse's ``ngrambf_v1`` and ``tokenbf_v1`` skip indexes.
+"""Query-side tokenizers of ClickHouse's text skip indexes (``ngrambf_v1``, ``tokenbf_v1``,
+``sparse_grams``).
 
 A text skip index stores, per granule, a Bloom filter of the tokens of every row. A query
 constant is turned into tokens the same way, and a granule may match only if it holds every
@@ -34,10 +35,13 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from bloomskip import _native
 from bloomskip.errors import UnsupportedPredicateError
+
+if TYPE_CHECKING:
+    from bloomskip.clickhouse.ddl import IndexDefinition
 
 __all__ = [
     "DEFAULT_TOKENIZER",
@@ -54,7 +58,14 @@ __all__ = [
     "utf8_sequence_length",
 ]
 
-_TOKENIZERS = {"ngram": _native.TOKENIZER_NGRAM, "token": _native.TOKENIZER_TOKEN}
+_TOKENIZERS = {
+    "ngram": _native.TOKENIZER_NGRAM,
+    "token": _native.TOKENIZER_TOKEN,
+    "sparse_grams": _native.TOKENIZER_SPARSE_GRAMS,
+}
+# The bytes a sparse gram of a LIKE pattern must not hold (SparseGramsTokenExtractor::
+# nextInStringLike drops every gram with a wildcard or a backslash).
+_SPARSE_LIKE_SPECIAL = re.compile(rb"[%_\\]")
 
 # hasAnyTokens / hasAllTokens and their singular aliases (ClickHouse 25.10+; names are
 # case-sensitive): "any" or "all" of the needles.
@@ -279,11 +290,12 @@ class QueryTokenizer:
     """The tokenizer of one text skip index, for query constants.
 
     Args:
-        kind: ``"ngram"`` (``ngrambf_v1``) or ``"token"`` (``tokenbf_v1``).
-        n: The n-gram length in code points (``ngram`` only).
+        kind: ``"ngram"`` (``ngrambf_v1``), ``"token"`` (``tokenbf_v1``) or ``"sparse_grams"``.
+        n: The n-gram length in code points (``ngram``), or the sparse-gram lengths packed by
+            :func:`bloomskip.bits.sparse_grams_parameter` (``sparse_grams``).
 
     Raises:
-        ValueError: Unknown ``kind`` or ``n < 1`` for n-grams.
+        ValueError: Unknown ``kind``, ``n < 1`` for n-grams, invalid packed lengths.
 
     Example:
         >>> QueryTokenizer("token").substring_tokens(b"alpha5 beta", True, False)
@@ -294,10 +306,38 @@ class QueryTokenizer:
     n: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("ngram", "token"):
-            raise ValueError(f"unknown tokenizer kind {self.kind!r} (expected 'ngram' or 'token')")
+        if self.kind not in _TOKENIZERS:
+            raise ValueError(
+                f"unknown tokenizer kind {self.kind!r} (expected 'ngram', 'token' or "
+                "'sparse_grams')"
+            )
         if self.kind == "ngram" and self.n < 1:
             raise ValueError(f"ngram length must be at least 1, got {self.n}")
+        if self.kind == "sparse_grams":
+            _native.tokenize(b"", _TOKENIZERS[self.kind], self.n)  # checks the packed lengths
+
+    @classmethod
+    def for_index(cls, definition: IndexDefinition) -> QueryTokenizer:
+        """The query tokenizer of a text index definition.
+
+        Args:
+            definition: An ``ngrambf_v1``, ``tokenbf_v1`` or ``sparse_grams`` definition.
+
+        Returns:
+            Its tokenizer.
+
+        Raises:
+            ValueError: ``definition`` is not a text index.
+
+        Example:
+            >>> from bloomskip.clickhouse.ddl import parse_index_definition
+            >>> d = parse_index_definition("s TYPE sparse_grams(3, 100, 256, 2, 0)")
+            >>> QueryTokenizer.for_index(d).string_tokens(b"abcde")
+            [b'abc', b'bcd', b'cde']
+        """
+        if definition.tokenizer is None:
+            raise ValueError(f"a {definition.type} index has no tokenizer")
+        return cls(definition.tokenizer, definition.tokenizer_argument)
 
     def string_tokens(self, data: bytes) -> list[bytes]:
         """Tokens of an exact-match constant (``stringToBloomFilter``).
@@ -313,8 +353,9 @@ class QueryTokenizer:
     def substring_tokens(self, data: bytes, is_prefix: bool, is_suffix: bool) -> list[bytes]:
         """Tokens of a substring needle (``substringToBloomFilter``).
 
-        For n-grams every n-gram of the needle is an n-gram of any row containing it, so the
-        flags are ignored. For words, a token that touches the needle's start (unless the needle
+        For n-grams every n-gram of the needle is an n-gram of any row containing it, and so is
+        every sparse gram (whether a gram is one depends only on the code points it spans), so
+        the flags are ignored. For words, a token that touches the needle's start (unless the needle
         is a prefix of the row) or its end (unless it is a suffix) may be a fragment of a longer
         row token, so it is dropped.
 
@@ -326,7 +367,7 @@ class QueryTokenizer:
         Returns:
             The tokens to probe.
         """
-        if self.kind == "ngram":
+        if self.kind != "token":
             return self.string_tokens(data)
         length = len(data)
         return [
@@ -353,10 +394,25 @@ class QueryTokenizer:
         Args:
             pattern: The pattern's bytes (after SQL string-literal unescaping).
 
+        Sparse grams are taken from the pattern as written, and a gram holding ``%``, ``_`` or
+        a backslash is dropped (``SparseGramsTokenExtractor::nextInStringLike``: escapes are
+        not resolved). Whether a gram is a sparse gram depends only on what it spans, so these
+        are the sparse grams of the pattern's pieces between those characters, each a
+        substring of every matching row.
+
         Returns:
             The tokens every matching row must contain, or None when ClickHouse does not use
             the index for this pattern (see :func:`like_pattern_is_indexable`).
         """
+        if self.kind == "sparse_grams":
+            if not like_pattern_is_indexable(pattern):
+                return None
+            return [
+                gram
+                for piece in _SPARSE_LIKE_SPECIAL.split(pattern)
+                if piece
+                for gram in self.string_tokens(piece)
+            ]
         try:
             like = split_like_pattern(pattern)
         except UnsupportedPredicateError:
@@ -372,8 +428,8 @@ class QueryTokenizer:
 
     def _spans(self, data: bytes) -> list[tuple[int, int]]:
         """(start, end) of every token, from the C tokenizer that builds the index: n-grams of
-        n code points (``NgramTokenExtractor``) or maximal runs of ASCII alphanumerics and bytes
-        >= 0x80 (``SplitByNonAlphaTokenExtractor``)."""
+        n code points (``NgramTokenExtractor``), maximal runs of ASCII alphanumerics and bytes
+        >= 0x80 (``SplitByNonAlphaTokenExtractor``) or sparse grams (``SparseGramsImpl<true>``)."""
         return _native.tokenize(data, _TOKENIZERS[self.kind], max(self.n, 1))
 
 

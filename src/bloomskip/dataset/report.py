@@ -879,10 +879,11 @@ def _saturation(item: dict) -> str:
         verdict = (
             "the filters are too full (clickhouse inspect or index status --plot shows their fill)"
         )
-    elif "ngrambf_v1" in item["definition"] or "tokenbf_v1" in item["definition"]:
+    elif any(kind in item["definition"] for kind in ("ngrambf_v1", "tokenbf_v1", "sparse_grams")):
         # A text index tests the predicate's n-grams or tokens, not the value: a needle absent
         # from the data can have every one of them in every granule.
-        unit = "n-gram" if "ngrambf_v1" in item["definition"] else "token"
+        units = {"ngrambf_v1": "n-gram", "sparse_grams": "sparse gram", "tokenbf_v1": "token"}
+        unit = next(units[kind] for kind in units if kind in item["definition"])
         verdict = (
             f"each {unit} it looks for is likely in every granule (smaller granules, or data "
             "ordered by this column, would let it skip)"

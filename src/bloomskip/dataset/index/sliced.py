@@ -1345,7 +1345,8 @@ class SlicedBloomFilterGranules(SlicedGranules, BloomFilterGranules):
 
 
 class SlicedTextGranules(SlicedGranules, TextGranules):
-    """A sliced ``tokenbf_v1`` / ``ngrambf_v1`` part; see :class:`SlicedGranules`."""
+    """A sliced ``tokenbf_v1`` / ``ngrambf_v1`` / ``sparse_grams`` part; see
+    :class:`SlicedGranules`."""
 
     def __init__(
         self,
