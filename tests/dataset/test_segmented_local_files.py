@@ -224,3 +224,29 @@ def test_object_stores_still_take_only_a_prefix() -> None:
     for location in ("s3://bucket/logs/*.parquet", "s3://bucket/logs/part-0.parquet"):
         with pytest.raises(BloomskipError, match="not one object or a glob"):
             LakeDataset(location)
+
+
+def test_a_segment_says_whether_its_files_hold_exactly_its_schema(tmp_path: Path) -> None:
+    # Before: a segment recorded its files' unified schema only, so a file lacking a column
+    # the others hold looked like them, and DuckDB was told to read it by path as if it had.
+    from bloomskip.dataset.build.segment_writer import FILES_KEY
+    from bloomskip.dataset.index.segments import decode_schema
+
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    pq.write_table(pa.table({"k": [1, 2, 3], "s": ["a", "b", "c"]}), folder / "a.parquet")
+    pq.write_table(pa.table({"k": [6, 7], "s": ["f", "g"], "x": [1.5, 2.5]}), folder / "c.parquet")
+    same = tmp_path / "same"
+    same.mkdir()
+    for name, start in (("a", 0), ("b", 10)):
+        pq.write_table(pa.table({"k": [start, start + 1]}), same / f"{name}.parquet")
+    for location, kind in ((folder, b"several"), (same, b"one")):
+        dataset = bloomskip.Dataset(location)
+        dataset.build_index(["k TYPE bloom_filter(0.01)"], progress=False)
+        dataset.build_index(["INDEX again k TYPE bloom_filter(0.05)"], progress=False)
+        dataset.compact()  # the merged segment says what the segments it merged said
+        (segment,) = dataset.backend.latest_manifest().segments
+        assert decode_schema(segment.schema).metadata[FILES_KEY] == kind
+    rows = bloomskip.Dataset(folder).query("k IN (2, 7)").sort_by("k").to_pylist()
+    assert rows == [{"k": 2, "s": "b", "x": None}, {"k": 7, "s": "g", "x": 2.5}]
+    assert bloomskip.Dataset(same).query("k = 11").to_pylist() == [{"k": 11}]

@@ -103,12 +103,11 @@ def test_a_symlinked_sidecar_index_stays_a_link(tmp_path: Path) -> None:
     data.mkdir()
     store.mkdir()
     pq.write_table(pa.table({"user_id": list(range(100))}), data / "part.parquet")
-    dataset = Dataset(data)
-    dataset.build_index(["user_id TYPE bloom_filter(0.01)"])
-    index = dataset.sidecar_path
+    index = data / "_bloomskip.index"
+    Dataset(data, sidecar=index).build_index(["user_id TYPE bloom_filter(0.01)"])
     index.rename(store / "shared.index")
     _link(index, store / "shared.index")
-    Dataset(data).build_index(["user_id TYPE bloom_filter(0.05)"], replace=True)
+    Dataset(data, sidecar=index).build_index(["user_id TYPE bloom_filter(0.05)"], replace=True)
     assert index.is_symlink()
     (spec,) = read_sidecar(store / "shared.index").indexes
     assert "0.05" in spec.definition

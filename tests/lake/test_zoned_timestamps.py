@@ -213,8 +213,8 @@ def test_an_index_recorded_with_the_files_zone(tmp_path: Path, chdb_session: Ses
     column's type; its hashes are the same, and its probe reads constants in UTC too."""
     folder = tmp_path / "data"
     _write(folder, "Europe/Paris", "pyarrow")
-    Dataset(folder).build_index([INDEX], granule="row-group", progress=False)
     path = folder / "_bloomskip.index"
+    Dataset(folder, sidecar=path).build_index([INDEX], granule="row-group", progress=False)
     sidecar = read_sidecar(path)
     (spec,) = sidecar.indexes
     assert dict(spec.column_types) == {"ts": "DateTime64(6, 'UTC')"}

@@ -280,12 +280,10 @@ def file_identity(listed) -> dict | None:
     info = getattr(listed, "info", listed)
     if info is None or not hasattr(info, "etag"):
         return None
-    return {
-        "size": info.size,
-        "modified_ns": info.mtime_ns,
-        "etag": info.etag,
-        "version": info.version,
-    }
+    identity = {"size": info.size, "modified_ns": info.mtime_ns}
+    if info.etag is None and info.version is None:
+        return identity  # a local file: its stat is its identity
+    return {**identity, "etag": info.etag, "version": info.version}
 
 
 def surviving_dataset(

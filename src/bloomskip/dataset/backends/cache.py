@@ -48,6 +48,8 @@ class DatasetCache:
         empty_results: The empty result of each (columns, WHERE) that matched nothing.
         schema: The dataset's Arrow schema (columns by first appearance).
         file_schemas: The Arrow schema of each file.
+        named_schemas: A segmented index's schemas (one per segment, one per file no segment
+            describes), each named by a file and saying whether its files hold exactly it.
         uniform: Whether every file has the same Arrow and Parquet schema (valid once
             :attr:`file_schemas` is set).
         partitioning: The partition columns of the files' ``key=value`` folders and their
@@ -71,6 +73,7 @@ class DatasetCache:
     empty_results: dict = field(default_factory=dict)
     schema: pa.Schema | None = None
     file_schemas: list[pa.Schema] | None = None
+    named_schemas: list | None = None
     uniform: bool = True
     partitioning: Any = None
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from bloomskip._store import IOStats, ObjectInfo, Store, open_store
 from bloomskip.dataset.backends.cache import UNKNOWN, DatasetCache
 from bloomskip.dataset.build.report import SEGMENTED, BuildReport
-from bloomskip.dataset.build.segment_writer import SegmentWriter, encode_schema
+from bloomskip.dataset.build.segment_writer import SegmentWriter
 from bloomskip.dataset.index.segments import (
     Change,
     IndexLog,
@@ -592,7 +592,7 @@ class LakeDataset:
             entries = {key: entry for key, (_, entry) in kept.items()}
             sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
             identities = {key: listed.identity for key, (listed, _) in kept.items()}
-            schema = encode_schema(self.writer.unify(schemas, list(kept)))
+            schema = self.writer.segment_schema(schemas, list(kept))
             segments.append(self.log.write_segment(sidecar, identities, schema))
         remaining = [listed for listed in todo if listed.key not in kept]
         # Locally, the tasks run one after another on ``jobs`` threads each: the granule
@@ -690,13 +690,17 @@ class LakeDataset:
         footers = self._describe(explanation) if describe_data else 0
         # Read once while the files and the index are unchanged: the partition values (below)
         # and the query both need them, and the next decision over the same state too.
-        file_schemas = functools.cache(
-            lambda: self._kept(state, "file_schemas", lambda: self._file_schemas(files, manifest))
+        named = functools.cache(
+            lambda: self._kept(state, "named_schemas", lambda: self._named_schemas(files, manifest))
         )
+
+        def file_schemas() -> list[pa.Schema]:
+            return [schema for _, schema, _ in named()]
+
         explanation.schema_source = functools.cache(
             lambda: self._kept(state, "schema", lambda: self._schema(files, manifest, file_schemas))
         )
-        explanation.files_agree = lambda: _readable_by_path(explanation, file_schemas())
+        explanation.files_agree = lambda: _readable_by_path(explanation, named())
         explanation.table_files = self._table_files(explanation)
         explanation.io = {
             "index_requests": index_io[0] - before[0],
@@ -725,6 +729,10 @@ class LakeDataset:
             >>> LakeDataset("s3://bucket/logs").build_command()  # doctest: +SKIP
             'bloomskip index build s3://bucket/logs'
         """
+        if self.borrowed_from is not None:  # the folder's index serves this glob
+            import shlex
+
+            return f"bloomskip index build {shlex.quote(str(self.borrowed_from))}"
         return self._build_command(self.location)
 
     def _build_command(self, dataset: str) -> str:
@@ -950,7 +958,8 @@ class LakeDataset:
         from bloomskip.dataset.listing.files import type_conflicts
 
         files, versions = self.list_files()
-        return type_conflicts(self._named_schemas(files, self.latest_manifest(versions)))
+        named = self._named_schemas(files, self.latest_manifest(versions))
+        return type_conflicts((name, schema) for name, schema, _ in named)
 
     def _schema(self, files, manifest, file_schemas=None) -> pa.Schema:
         """The dataset's schema: its files' schemas unified, then the ``key=value`` folders'
@@ -961,7 +970,8 @@ class LakeDataset:
         if stated is not None:
             return stated
         if any(self.writer.source(item).format != "parquet" for item in files):
-            check_ipc_schemas(self._named_schemas(files, manifest))
+            named = self._named_schemas(files, manifest)
+            check_ipc_schemas((name, schema) for name, schema, _ in named)
         schemas = file_schemas() if file_schemas else self._file_schemas(files, manifest)
         held = self.writer.unify(schemas, [item.key for item in files])
         # The columns of key=value folders follow the files' own (dataset/listing/hive.py).
@@ -970,10 +980,14 @@ class LakeDataset:
     def _file_schemas(self, files, manifest) -> list[pa.Schema]:
         """The schemas of ``files``: one per segment describing some of them as they are now
         (from the manifest), one per other file (from its footer)."""
-        return [schema for _, schema in self._named_schemas(files, manifest)]
+        return [schema for _, schema, _ in self._named_schemas(files, manifest)]
 
-    def _named_schemas(self, files, manifest) -> list[tuple[str, pa.Schema]]:
-        """:meth:`_file_schemas`, each named by a file it describes (a segment's first)."""
+    def _named_schemas(self, files, manifest) -> list[tuple[str, pa.Schema, bool | None]]:
+        """:meth:`_file_schemas`, each named by a file it describes (a segment's first), and
+        whether every file it describes holds exactly it (None: a segment written before
+        segments said so; a file's own schema is its own)."""
+        from bloomskip.dataset.build.segment_writer import ONE_SCHEMA, files_schema_kind
+
         schemas = []
         described: set[str] = set()
         listed = {item.key: item for item in files}
@@ -985,11 +999,15 @@ class LakeDataset:
             ]
             schema = decode_schema(segment.schema) if current else None
             if schema is not None:
-                schemas.append((min(current), schema))
+                kind = files_schema_kind(schema)
+                exact = None if kind is None else kind == ONE_SCHEMA
+                schemas.append((min(current), schema.remove_metadata(), exact))
                 described.update(current)
         # Files no segment describes as they are now (new, rewritten): their footers are read.
         schemas += [
-            (item.key, self.writer.read_schema(item)) for item in files if item.key not in described
+            (item.key, self.writer.read_schema(item), True)
+            for item in files
+            if item.key not in described
         ]
         return schemas
 
@@ -1263,7 +1281,13 @@ class LakeDataset:
         def flush() -> None:
             if batch:
                 sidecar = Sidecar(manifest.granule, list(manifest.indexes), dict(batch))
-                schema = encode_schema(self.writer.unify(schemas, list(batch))) if schemas else ""
+                # A segment merged without a schema leaves the merged one without: its files'
+                # footers are read instead.
+                schema = (
+                    self.writer.segment_schema(schemas, list(batch), merged=True)
+                    if schemas and None not in schemas
+                    else ""
+                )
                 written.append(self.log.write_segment(sidecar, identities, schema))
                 batch.clear()
                 identities.clear()
@@ -1286,9 +1310,7 @@ class LakeDataset:
                         entry.path, entry.format, entry.identity, entry.granule_rows, payloads[path]
                     )
                     identities[path] = dict(segment.files[path])
-                schema = decode_schema(segment.schema)
-                if schema is not None:
-                    schemas.append(schema)
+                schemas.append(decode_schema(segment.schema))
                 if sum(len(p) for item in batch.values() for p in item.payloads) >= (
                     SEGMENT_TARGET_BYTES
                 ):
@@ -1366,28 +1388,34 @@ def _local_parquet(explanation: Explanation) -> bool:
     )
 
 
-def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> bool:
+def _readable_by_path(explanation: Explanation, named: list) -> bool:
     """Whether DuckDB may read the kept files by path, as the one scan does for a folder.
 
     They must be local Parquet files, each holding exactly the dataset's columns in its types
-    (``schemas``: the files' schemas as the manifest gives them, one per segment, which a
-    segment's unified schema cannot tell, so the kept files' own footers are read: a file
-    without a column the others have is then read through pyarrow, which fills it with
-    NULLs). A nanosecond timestamp is left to pyarrow: INT96 and INT64 columns are both
-    ``timestamp[ns]`` to Arrow, but two types to DuckDB, and a manifest records the Arrow
-    schema only.
+    (``named``: the schemas as :meth:`LakeDataset._named_schemas` gives them, one per segment,
+    each saying whether its files hold exactly it; for a segment written before segments said
+    so, the kept files' own footers tell). A nanosecond timestamp is left to pyarrow: INT96 and
+    INT64 columns are both ``timestamp[ns]`` to Arrow, but two types to DuckDB, and a manifest
+    records the Arrow schema only.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from bloomskip._sources import plain_types
-
-    if not _local_parquet(explanation):
+    schemas = [schema for _, schema, _ in named]
+    if not _local_parquet(explanation) or not schemas:
         return False
     if not all(schema.equals(schemas[0]) for schema in schemas[1:]):
         return False
     if any(pa.types.is_timestamp(field.type) and field.type.unit == "ns" for field in schemas[0]):
         return False
+    exact = {flag for _, _, flag in named}
+    if False in exact:
+        return False
+    if None not in exact:
+        return True
+    import pyarrow.parquet as pq
+
+    from bloomskip._sources import plain_types
+
     kept = [
         state for state, keep in zip(explanation.files, explanation.keep, strict=True) if keep.any()
     ]
@@ -1396,7 +1424,7 @@ def _readable_by_path(explanation: Explanation, schemas: list[pa.Schema]) -> boo
             plain_types(pq.read_schema(state.source.path)).equals(schemas[0]) for state in kept
         )
     except (OSError, pa.ArrowException):
-        return False  # read as listed by the pyarrow path, which names what it cannot read
+        return False  # read by the pyarrow path, which names what it cannot read
 
 
 def _same_object(listed: ObjectInfo, now: ObjectInfo | None) -> bool:

@@ -289,8 +289,34 @@ class SegmentWriter:
 
         sidecar = Sidecar(granule, [item.spec for item in prepared], entries)
         identities = {listed.key: listed.identity for listed in files}
-        schema = encode_schema(self.unify(schemas, list(entries)))
+        schema = self.segment_schema(schemas, list(entries))
         return self.log.write_segment(sidecar, identities, schema)
+
+    def segment_schema(self, schemas: list, keys: list[str], merged: bool = False) -> str:
+        """The schema a segment records for its files (:meth:`unify`), saying whether every
+        one of them holds exactly it (:data:`FILES_KEY`).
+
+        Args:
+            schemas: The files' own schemas (their footers'), or with ``merged`` the schemas
+                of the segments merged into this one (each saying, or not, whether its files
+                hold exactly it).
+            keys: The files.
+            merged: ``schemas`` are segments' (compaction), not files'.
+        """
+        from bloomskip._sources import plain_types
+
+        unified = self.unify(schemas, keys)
+        kinds = {files_schema_kind(schema) for schema in schemas} if merged else {ONE_SCHEMA}
+        if SEVERAL_SCHEMAS in kinds or not all(
+            plain_types(schema).equals(unified) for schema in schemas
+        ):
+            kind = SEVERAL_SCHEMAS
+        elif kinds == {ONE_SCHEMA}:
+            kind = ONE_SCHEMA
+        else:
+            kind = None  # merged from a segment written before the key: the footers tell
+        metadata = {} if kind is None else {FILES_KEY: kind}
+        return encode_schema(unified.with_metadata(metadata))
 
     def discard(self, segment: SegmentEntry) -> None:
         """Delete a segment :meth:`write_entries` wrote that will not be committed (its build
@@ -316,9 +342,31 @@ class SegmentWriter:
                         )
 
 
+#: The key of a segment schema's metadata that says whether its files hold exactly that schema
+#: (:data:`ONE_SCHEMA`: DuckDB may read them by path) or not (:data:`SEVERAL_SCHEMAS`: one lacks
+#: a column, or types differ). A segment written before it says neither: its files' footers
+#: tell.
+FILES_KEY = b"bloomskip.files"
+ONE_SCHEMA = b"one"
+SEVERAL_SCHEMAS = b"several"
+
+
 def encode_schema(schema: pa.Schema) -> str:
     """A schema as a segment records it (its Arrow IPC serialization, base64)."""
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
-__all__ = ["SegmentWriter", "encode_schema"]
+def files_schema_kind(schema: pa.Schema) -> bytes | None:
+    """:data:`ONE_SCHEMA` or :data:`SEVERAL_SCHEMAS` as a segment's decoded schema records
+    it; None for a segment written before (or a file's own schema)."""
+    return (schema.metadata or {}).get(FILES_KEY)
+
+
+__all__ = [
+    "FILES_KEY",
+    "ONE_SCHEMA",
+    "SEVERAL_SCHEMAS",
+    "SegmentWriter",
+    "encode_schema",
+    "files_schema_kind",
+]
