@@ -485,18 +485,28 @@ def build_file(
     if source.format == "parquet" and opened is None:
         opened = open_parquet(source)
     identity = opened.identity if opened is not None else source.identity()
-    columns = sorted({name for prepared in indexes for name in prepared.columns})
+    harvested = _harvest(source, indexes, granule, opened, groups)
+    built = [prepared for prepared in indexes if not _is_parquet_bloom(prepared)]
+    if harvested is not None and not built:
+        # Only harvested filters: the footer and the filters' byte ranges were all it read.
+        return _harvested_entry(source, relative_path, indexes, opened, groups, harvested, on_rows)
+    columns = sorted({name for prepared in built for name in prepared.columns})
     granule_rows: list[int] = []
     sections = [_Section() for _ in indexes]
     in_flight: deque = deque()
 
     def collect(future) -> None:
         rows, payloads = future.result()
+        number = len(granule_rows)
         granule_rows.append(rows)
         if rows == 0:
             return  # an empty row group: no payload, never read, always skipped
-        for section, payload in zip(sections, payloads, strict=True):
-            section.add(payload)
+        payloads = iter(payloads)
+        for section, prepared in zip(sections, indexes, strict=True):
+            if _is_parquet_bloom(prepared):
+                section.add(harvested[prepared.columns[0]][number])
+            else:
+                section.add(next(payloads))
         on_rows(rows)
 
     types = {
@@ -509,10 +519,10 @@ def build_file(
         # and the C granule builders both run without the GIL, so N threads use N cores.
         load = _RowGroupLoader(opened, columns, types)
         numbers = range(load.groups) if groups is None else groups
-        units = (partial(_load_and_build, load, group, indexes) for group in numbers)
+        units = (partial(_load_and_build, load, group, built) for group in numbers)
     else:
         units = (
-            partial(_build_one, table, indexes)
+            partial(_build_one, table, built)
             for table in iter_granules(source, columns, granule, types, opened, groups)
         )
     for unit in units:
@@ -526,6 +536,102 @@ def build_file(
     payloads = [section.view() for section in sections]
     digests = [section.digest.digest() for section in sections]
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads, digests)
+
+
+def _is_parquet_bloom(prepared: PreparedIndex) -> bool:
+    return prepared.definition.type == "parquet_bloom_filter"
+
+
+def _harvest(
+    source: SourceFile,
+    indexes: Sequence[PreparedIndex],
+    granule: str | int,
+    opened: OpenedParquet | None,
+    groups: range | None,
+) -> dict[str, list[bytes]] | None:
+    """Each ``parquet_bloom_filter`` column's granule bytes per row group (of ``groups``),
+    harvested from the file's filters or computed for chunks without one; None when no index
+    is of that type.
+
+    Raises:
+        BloomskipError: Such an index with granules other than row groups, or over a file
+            that is not Parquet.
+    """
+    from bloomskip.parquet.granules import encode_granule
+    from bloomskip.parquet.harvest import harvest_open
+
+    wanted = [prepared for prepared in indexes if _is_parquet_bloom(prepared)]
+    if not wanted:
+        return None
+    if granule != ROW_GROUP:
+        raise BloomskipError(
+            f"index {wanted[0].spec.definition}: a parquet_bloom_filter granule is a row group; "
+            f"build it with granule 'row-group', not {granule}"
+        )
+    if source.format != "parquet" or opened is None:
+        raise BloomskipError(
+            f"{source.path}: a parquet_bloom_filter index reads Parquet filters; this file is "
+            f"{source.format}"
+        )
+    metadata = opened.metadata
+    numbers = range(metadata.num_row_groups) if groups is None else groups
+    parquet = opened.reader()
+    file = getattr(opened, "_handle", None)
+    present = set(opened.schema.names)
+    result: dict[str, list[bytes]] = {}
+    for prepared in wanted:
+        column = prepared.columns[0]
+        if column in result:
+            continue
+        if column not in present:
+            # The scan reads the column as NULLs here: no row group holds a value.
+            empty = _empty_filter(prepared.arrow_types[0])
+            result[column] = [empty] * len(numbers)
+            continue
+        fpr = prepared.definition.false_positive_rate
+        if file is None:
+            import pyarrow as pa
+
+            with pa.OSFile(str(source.path)) as local:
+                found = harvest_open(parquet, local, str(source.path), [column], fpr=fpr,
+                                     groups=numbers)  # fmt: skip
+        else:
+            found = harvest_open(parquet, file, str(source.path), [column], fpr=fpr,
+                                 groups=numbers)  # fmt: skip
+        result[column] = [encode_granule(bloom) for bloom in found.filters[column]]
+    return result
+
+
+def _empty_filter(arrow_type) -> bytes:  # noqa: ANN001 - a pyarrow type
+    """The granule of a row group that lacks the column: an empty filter (nothing passes),
+    or no filter where Parquet keeps none for the type."""
+    from bloomskip.errors import UnsupportedTypeError
+    from bloomskip.parquet.filter import SplitBlockBloomFilter
+    from bloomskip.parquet.granules import encode_granule
+
+    try:
+        return encode_granule(SplitBlockBloomFilter(32, value_type=arrow_type))
+    except UnsupportedTypeError:
+        return encode_granule(None)
+
+
+def _harvested_entry(source, relative_path, indexes, opened, groups, harvested, on_rows):
+    """The entry of a file whose indexes are all harvested: rows from the footer."""
+    metadata = opened.metadata
+    numbers = range(metadata.num_row_groups) if groups is None else groups
+    granule_rows = [metadata.row_group(number).num_rows for number in numbers]
+    sections = [_Section() for _ in indexes]
+    for slot, rows in enumerate(granule_rows):
+        if rows == 0:
+            continue  # an empty row group: no payload, never read, always skipped
+        for section, prepared in zip(sections, indexes, strict=True):
+            section.add(harvested[prepared.columns[0]][slot])
+        on_rows(rows)
+    if not opened.unchanged():
+        raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
+    payloads = [section.view() for section in sections]
+    digests = [section.digest.digest() for section in sections]
+    return FileEntry(relative_path, source.format, opened.identity, granule_rows, payloads, digests)
 
 
 def index_file(
