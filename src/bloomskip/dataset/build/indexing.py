@@ -589,17 +589,36 @@ def _harvest(
             result[column] = [empty] * len(numbers)
             continue
         fpr = prepared.definition.false_positive_rate
+        leaf = _leaf_path(metadata, column, source)
         if file is None:
             import pyarrow as pa
 
             with pa.OSFile(str(source.path)) as local:
-                found = harvest_open(parquet, local, str(source.path), [column], fpr=fpr,
+                found = harvest_open(parquet, local, str(source.path), [leaf], fpr=fpr,
                                      groups=numbers)  # fmt: skip
         else:
-            found = harvest_open(parquet, file, str(source.path), [column], fpr=fpr,
+            found = harvest_open(parquet, file, str(source.path), [leaf], fpr=fpr,
                                  groups=numbers)  # fmt: skip
-        result[column] = [encode_granule(bloom) for bloom in found.filters[column]]
+        result[column] = [encode_granule(bloom) for bloom in found.filters[leaf]]
     return result
+
+
+def _leaf_path(metadata, column: str, source: SourceFile) -> str:  # noqa: ANN001
+    """The Parquet leaf column that holds ``column``'s values: itself, or the element of a
+    list (``tags.list.element``, whatever the writer named the levels).
+
+    Raises:
+        BloomskipError: The column is a struct or map (several leaves; no one filter).
+    """
+    schema = metadata.schema
+    leaves = [schema.column(i).path for i in range(len(schema))]
+    found = [leaf for leaf in leaves if leaf == column or leaf.startswith(column + ".")]
+    if len(found) != 1:
+        raise BloomskipError(
+            f"{source.path}: column {column!r} has {len(found)} Parquet leaf columns; a "
+            "parquet_bloom_filter index needs one (a value or a list of values)"
+        )
+    return found[0]
 
 
 def _empty_filter(arrow_type) -> bytes:  # noqa: ANN001 - a pyarrow type
