@@ -34,6 +34,7 @@ TARGETS = {
     "manifest": "a manifest version of the segmented index (record or whole manifest)",
     "segment": "a format-2 segment's file directory and bit-sliced index parts",
     "parquet_filter": "a Parquet split-block Bloom filter (Thrift header and bitset)",
+    "parquet_granules": "a segment's plain part of parquet_bloom_filter granules",
 }
 #: libFuzzer's own guards: a slow input is a hang, and the whole process has a memory ceiling
 #: (each harness also bounds the peak growth of a single input to 64 MB).

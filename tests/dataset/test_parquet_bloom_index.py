@@ -5,6 +5,7 @@ rows a query returns are DuckDB's; both layouts (segments, sidecar) give the sam
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -214,3 +215,17 @@ def test_row_granules_are_refused_on_the_command_line(folders, tmp_path) -> None
         [*command, "--index", "k TYPE parquet_bloom_filter(0.01)"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+    k = pq.read_table(folder / "f2.parquet")["k"][99].as_py()
+    query = [sys.executable, "-m", "bloomskip", "query", str(folder), "--where", f"k = {k}"]
+    done = subprocess.run([*query, "--explain", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    (index,) = facts["indexes"]
+    assert "parquet_bloom_filter(0.01)" in index["definition"] and index["useful"]
+    assert index["granules_skipped"] >= 10 and not index["saturated"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bloomskip", "index", "status", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "TYPE parquet_bloom_filter(0.01)" in done.stdout

@@ -205,6 +205,12 @@ class ParquetBloomGranules(Granules):
                 view[position:], offset=position, source=source
             )
             check_num_bytes(num_bytes, position, source)
+            if num_bytes < 32 or num_bytes % 32:
+                raise FormatError(
+                    f"granule {j} of {count}: a bitset of {num_bytes} bytes, not a positive "
+                    "multiple of 32",
+                    field="BloomFilterHeader.numBytes", offset=position, source=source,
+                )  # fmt: skip
             if num_bytes > end - position - header:
                 raise FormatError(
                     f"granule {j} of {count}: a bitset of {num_bytes} bytes, "
