@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -575,31 +575,36 @@ def _harvest(
         )
     metadata = opened.metadata
     numbers = range(metadata.num_row_groups) if groups is None else groups
-    parquet = opened.reader()
-    file = getattr(opened, "_handle", None)
+    # The file's own reader and names: an Iceberg file's columns are read by field id under
+    # the table's names (FieldIdParquet), but its filters are found by the file's names.
+    parquet = OpenedParquet.reader(opened)
+    held = getattr(opened, "_held", None)
     present = set(opened.schema.names)
-    result: dict[str, list[bytes]] = {}
-    for prepared in wanted:
-        column = prepared.columns[0]
-        if column in result:
-            continue
-        if column not in present:
-            # The scan reads the column as NULLs here: no row group holds a value.
-            empty = _empty_filter(prepared.arrow_types[0])
-            result[column] = [empty] * len(numbers)
-            continue
-        fpr = prepared.definition.false_positive_rate
-        leaf = _leaf_path(metadata, column, source)
+    with ExitStack() as stack:
+        file = getattr(opened, "_handle", None)
         if file is None:
             import pyarrow as pa
 
-            with pa.OSFile(str(source.path)) as local:
-                found = harvest_open(parquet, local, str(source.path), [leaf], fpr=fpr,
-                                     groups=numbers)  # fmt: skip
-        else:
-            found = harvest_open(parquet, file, str(source.path), [leaf], fpr=fpr,
-                                 groups=numbers)  # fmt: skip
-        result[column] = [encode_granule(bloom) for bloom in found.filters[leaf]]
+            file = stack.enter_context(pa.OSFile(str(source.path)))
+        result: dict[str, list[bytes]] = {}
+        for prepared in wanted:
+            column = prepared.columns[0]
+            if column in result:
+                continue
+            if column not in present:
+                # The scan reads the column as NULLs here: no row group holds a value.
+                result[column] = [_empty_filter(prepared.arrow_types[0])] * len(numbers)
+                continue
+            leaf = _leaf_path(metadata, held.get(column, column) if held else column, source)
+            found = harvest_open(
+                parquet,
+                file,
+                str(source.path),
+                [leaf],
+                fpr=prepared.definition.false_positive_rate,
+                groups=numbers,
+            )
+            result[column] = [encode_granule(bloom) for bloom in found.filters[leaf]]
     return result
 
 
