@@ -106,7 +106,8 @@ def prepare_index(
     if not re.search(r"\bTYPE\b", definition_text, re.IGNORECASE):
         raise BloomskipError(
             f"index {definition_text!r}: expected 'EXPR TYPE bloom_filter(...)', "
-            "'EXPR TYPE tokenbf_v1(...)' or 'EXPR TYPE ngrambf_v1(...)'"
+            "'EXPR TYPE tokenbf_v1(...)', 'EXPR TYPE ngrambf_v1(...)' or "
+            "'COLUMN TYPE parquet_bloom_filter(...)'"
         )
     try:
         definition = parse_index_definition(definition_text)
