@@ -229,3 +229,17 @@ def test_row_granules_are_refused_on_the_command_line(folders, tmp_path) -> None
         text=True,
     )
     assert done.returncode == 0 and "TYPE parquet_bloom_filter(0.01)" in done.stdout
+
+
+def test_a_damaged_plain_part_is_not_used_and_its_rows_are_still_found(folders, tmp_path) -> None:
+    folder = tmp_path / "d"
+    shutil.copytree(folders["stored"], folder)
+    Dataset(folder).build_index(["k TYPE parquet_bloom_filter"], progress=False)
+    (segment,) = (folder / "_bloomskip" / "segments").iterdir()
+    data = bytearray(segment.read_bytes())
+    data[-100] ^= 0xFF  # inside the granules: the header still reads
+    segment.write_bytes(bytes(data))
+    k = pq.read_table(folder / "f1.parquet")["k"][5].as_py()
+    with pytest.warns(Warning, match="granules SHA-256 mismatch"):
+        found = Dataset(folder).query(f"k = {k}", columns=["pos"])
+    assert found["pos"].to_pylist() == _duckdb_positions(folder, f"k = {k}")
