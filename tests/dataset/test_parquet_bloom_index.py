@@ -26,6 +26,7 @@ INDEXES = [
     "INDEX is s TYPE parquet_bloom_filter(0.01)",
     "INDEX iv v TYPE parquet_bloom_filter",
     "INDEX it tags TYPE parquet_bloom_filter",
+    "INDEX itime t TYPE parquet_bloom_filter",
 ]
 
 
@@ -40,12 +41,16 @@ def _table(seed: int, rows: int = 4 * GROUP) -> pa.Table:
             "v": pa.array(rng.choice([0.0, -0.0, 1.5, 2.25, 1e9], rows)),
             "tags": pa.array([[f"t{x}", f"t{x + 1}"] for x in (k % 5_000).tolist()]),
             "pos": pa.array(np.arange(rows) + seed * 1_000_000, pa.int64()),
+            "t": pa.array(rng.integers(0, 20_000, rows) * 1_000 + 1_704_067_200_000).cast(
+                pa.timestamp("ms")
+            ),
         }
     )
 
 
 def _write(path: Path, table: pa.Table, filters: bool) -> None:
-    options = {"k": True, "s": {"fpp": 0.01}, "v": True, "tags": True} if filters else None
+    options = {"k": True, "s": {"fpp": 0.01}, "v": True, "tags": True, "t": True}
+    options = options if filters else None
     pq.write_table(table, path, row_group_size=GROUP, bloom_filter_options=options)
 
 
@@ -93,6 +98,7 @@ def _lookups(folder: Path) -> list[tuple[str, str, str]]:
     table = pq.read_table(folder / "f1.parquet")
     k = table["k"][5_000].as_py()
     s = table["s"][7_777].as_py()
+    t = table["t"][3_333].as_py().strftime("%Y-%m-%d %H:%M:%S")
     return [
         ("k", str(k), f"k = {k}"),
         ("k", "-5", "k = -5"),
@@ -100,6 +106,8 @@ def _lookups(folder: Path) -> list[tuple[str, str, str]]:
         ("s", "'nobody'", "s = 'nobody'"),
         ("v", "2.25", "v = 2.25"),
         ("v", "7.5", "v = 7.5"),
+        ("t", f"'{t}'", f"t = '{t}'"),
+        ("t", "'2030-01-01 00:00:00'", "t = '2030-01-01 00:00:00'"),
     ]
 
 

@@ -54,6 +54,8 @@ __all__ = ["ParquetBloomGranules", "encode_granule", "probe_arrow_type"]
 
 _PREFIX = struct.Struct("<BI")  # physical type, type_length
 _PROBE_BATCH = 1 << 22  # bit positions tested per bits.test_bits call
+# DateTime64 precision -> the Arrow unit its ticks are in.
+_TICK_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
 # The split-block filter's salts (parquet-format BloomFilter.md).
 _SALTS = np.array(
     [
@@ -109,9 +111,15 @@ def probe_arrow_type(clickhouse_type: str):  # noqa: ANN201 - a pyarrow type or 
     """The Arrow type a constant converted for ``clickhouse_type`` is probed as, or None when
     the index cannot probe that type (its atoms then keep every row group).
 
+    Dates are days (``date32``); ``DateTime`` seconds and ``DateTime64(p)`` ticks of 10^-p s
+    (``timestamp`` of that unit; p other than 0, 3, 6, 9 is not probed): the Arrow type of the
+    dataset's column the ClickHouse type was taken from (``clickhouse_type_for``).
+
     Example:
-        >>> str(probe_arrow_type("LowCardinality(Nullable(String))")), probe_arrow_type("Date")
+        >>> str(probe_arrow_type("LowCardinality(Nullable(String))")), probe_arrow_type("UUID")
         ('binary', None)
+        >>> str(probe_arrow_type("DateTime64(3, 'UTC')"))
+        'timestamp[ms]'
     """
     import pyarrow as pa
 
@@ -123,8 +131,27 @@ def probe_arrow_type(clickhouse_type: str):  # noqa: ANN201 - a pyarrow type or 
     base = parsed.base()
     if base.name == "FixedString":
         return pa.binary(base.arguments[0])
+    if base.name in ("Date", "Date32"):
+        return pa.date32()
+    if base.name == "DateTime":
+        return pa.timestamp("s")
+    if base.name == "DateTime64":
+        unit = _TICK_UNITS.get(int(base.arguments[0]))
+        return None if unit is None else pa.timestamp(unit)
     name = _PROBE_TYPES.get(base.name)
     return None if name is None else getattr(pa, name)()
+
+
+def _as_probe_type(literals: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """The converted constants as values of ``arrow_type``: integers and floats cast (a value
+    out of the type's range raises ArrowInvalid), dates and times from their ticks."""
+    import pyarrow as pa
+
+    if pa.types.is_date32(arrow_type):
+        return literals.cast(pa.int32()).cast(arrow_type)
+    if pa.types.is_timestamp(arrow_type):
+        return literals.cast(pa.int64()).cast(arrow_type)
+    return literals.cast(arrow_type)
 
 
 class ParquetBloomGranules(Granules):
@@ -287,14 +314,17 @@ class ParquetBloomGranules(Granules):
         valid = np.asarray(literals.is_valid())
         result[:, ~valid] = False
         try:
-            values = literals.cast(arrow_type)
+            values = _as_probe_type(literals, arrow_type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return result  # no value of the column: the engine's comparison decides
+        # How writers store the type (seconds as milliseconds, as Parquet has no seconds):
+        # the probe converts to it before encoding, as the writer converted the column.
+        stored_as = ParquetValueType.for_arrow(arrow_type).arrow_type
         sizes = self._sizes[chosen]
         keys = np.stack([self._physical[chosen], self._type_lengths[chosen]], axis=1)
         for code, length in np.unique(keys[sizes > 0], axis=0).tolist():
             rows = np.flatnonzero((keys[:, 0] == code) & (keys[:, 1] == length) & (sizes > 0))
-            value_type = ParquetValueType(PHYSICAL_TYPES[code], arrow_type, length or None)
+            value_type = ParquetValueType(PHYSICAL_TYPES[code], stored_as, length or None)
             try:
                 hashes = value_type.hash(values.filter(pa.array(valid)))
             except UnsupportedTypeError:
