@@ -251,3 +251,17 @@ def test_a_damaged_plain_part_is_not_used_and_its_rows_are_still_found(folders, 
     with pytest.warns(Warning, match="granules SHA-256 mismatch"):
         found = Dataset(folder).query(f"k = {k}", columns=["pos"])
     assert found["pos"].to_pylist() == _duckdb_positions(folder, f"k = {k}")
+
+
+def test_a_file_without_the_column_is_skipped_as_all_nulls(tmp_path) -> None:
+    """The scan reads a missing column as NULLs: the file's granules are empty filters, so
+    an equality skips it (for a list column, its elements' filter)."""
+    table = pa.table({"tags": [["a", "b"], ["c"]], "k": [1, 2], "pos": [0, 1]})
+    pq.write_table(table, tmp_path / "a.parquet", bloom_filter_options={"tags": True, "k": True})
+    pq.write_table(pa.table({"pos": [2, 3]}), tmp_path / "b.parquet")
+    dataset = Dataset(tmp_path)
+    indexes = ["tags TYPE parquet_bloom_filter", "k TYPE parquet_bloom_filter"]
+    dataset.build_index(indexes, progress=False)
+    for where in ("has(tags, 'a')", "k = 2"):
+        assert [Path(p).name for p, _ in dataset.explain(where).row_groups()] == ["a.parquet"]
+    assert _positions(dataset, "has(tags, 'a') OR k = 2") == [0, 1]

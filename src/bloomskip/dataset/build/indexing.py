@@ -630,18 +630,35 @@ def _leaf_path(metadata, column: str, source: SourceFile) -> str:  # noqa: ANN00
 def _empty_filter(arrow_type) -> bytes:  # noqa: ANN001 - a pyarrow type
     """The granule of a row group that lacks the column: an empty filter (nothing passes),
     or no filter where Parquet keeps none for the type."""
+    import pyarrow as pa
+
     from bloomskip.errors import UnsupportedTypeError
     from bloomskip.parquet.filter import SplitBlockBloomFilter
     from bloomskip.parquet.granules import encode_granule
 
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        arrow_type = arrow_type.value_type  # the filter holds the elements
     try:
         return encode_granule(SplitBlockBloomFilter(32, value_type=arrow_type))
     except UnsupportedTypeError:
         return encode_granule(None)
 
 
-def _harvested_entry(source, relative_path, indexes, opened, groups, harvested, on_rows):
-    """The entry of a file whose indexes are all harvested: rows from the footer."""
+def _harvested_entry(
+    source: SourceFile,
+    relative_path: str,
+    indexes: Sequence[PreparedIndex],
+    opened: OpenedParquet,
+    groups: range | None,
+    harvested: dict[str, list[bytes]],
+    on_rows: Callable[[int], None],
+) -> FileEntry:
+    """The entry of a file whose indexes are all harvested: its row counts from the footer,
+    its payloads the granules of ``harvested``.
+
+    Raises:
+        BloomskipError: The file changed while it was being indexed.
+    """
     metadata = opened.metadata
     numbers = range(metadata.num_row_groups) if groups is None else groups
     granule_rows = [metadata.row_group(number).num_rows for number in numbers]
