@@ -265,3 +265,20 @@ def test_a_file_without_the_column_is_skipped_as_all_nulls(tmp_path) -> None:
     for where in ("has(tags, 'a')", "k = 2"):
         assert [Path(p).name for p, _ in dataset.explain(where).row_groups()] == ["a.parquet"]
     assert _positions(dataset, "has(tags, 'a') OR k = 2") == [0, 1]
+
+
+def test_two_rates_over_one_column_compute_their_own_filters(folders, tmp_path) -> None:
+    folder = tmp_path / "computed"
+    shutil.copytree(folders["computed"], folder)
+    indexes = ["INDEX a s TYPE parquet_bloom_filter(0.2)", "INDEX b s TYPE parquet_bloom_filter"]
+    Dataset(folder).build_index(indexes, progress=False)
+    states, _ = Dataset(folder).index_states()
+    for state in states:
+        loose, tight = (len(bytes(state.entry.payloads[n])) for n in (0, 1))
+        assert loose < tight  # sized for 0.2 and for the default 0.01
+
+
+def test_a_struct_column_is_refused(tmp_path) -> None:
+    pq.write_table(pa.table({"st": [{"x": 1, "y": "a"}]}), tmp_path / "a.parquet")
+    with pytest.raises(BloomskipError, match="one Parquet leaf"):
+        Dataset(tmp_path).build_index(["st TYPE parquet_bloom_filter"], progress=False)

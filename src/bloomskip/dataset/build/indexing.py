@@ -127,6 +127,8 @@ def prepare_index(
                 f"(or a supported function of one); columns: {', '.join(schema.names)}"
             )
     columns = definition.source_columns
+    if definition.type == "parquet_bloom_filter":
+        _check_filterable(definition_text, schema.field(columns[0]).type)
     for name in columns:
         if conflicts and name in conflicts:
             raise BloomskipError(
@@ -146,6 +148,20 @@ def prepare_index(
     spec = IndexSpec(definition.to_sql(), types)
     arrow_types = tuple(schema.field(name).type for name in columns)
     return PreparedIndex(spec, definition, tuple(columns), arrow_types)
+
+
+def _check_filterable(definition_text: str, arrow_type) -> None:  # noqa: ANN001
+    """Refuse a parquet_bloom_filter over a column Parquet stores in several leaves."""
+    import pyarrow as pa
+
+    t = arrow_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    if pa.types.is_nested(t):
+        raise BloomskipError(
+            f"index {definition_text!r}: a parquet_bloom_filter column holds values or a list "
+            f"of values (one Parquet leaf, one filter per row group), not {arrow_type}"
+        )
 
 
 def resolve_granule(requested: str | int | None, existing: str | int | None, replace: bool):
@@ -505,7 +521,7 @@ def build_file(
         payloads = iter(payloads)
         for section, prepared in zip(sections, indexes, strict=True):
             if _is_parquet_bloom(prepared):
-                section.add(harvested[prepared.columns[0]][number])
+                section.add(harvested[_harvest_key(prepared)][number])
             else:
                 section.add(next(payloads))
         on_rows(rows)
@@ -549,8 +565,8 @@ def _harvest(
     granule: str | int,
     opened: OpenedParquet | None,
     groups: range | None,
-) -> dict[str, list[bytes]] | None:
-    """Each ``parquet_bloom_filter`` column's granule bytes per row group (of ``groups``),
+) -> dict[tuple[str, float], list[bytes]] | None:
+    """Each ``parquet_bloom_filter`` index's granule bytes per row group (of ``groups``),
     harvested from the file's filters or computed for chunks without one; None when no index
     is of that type.
 
@@ -587,14 +603,14 @@ def _harvest(
             import pyarrow as pa
 
             file = stack.enter_context(pa.OSFile(str(source.path)))
-        result: dict[str, list[bytes]] = {}
+        result: dict[tuple[str, float], list[bytes]] = {}
         for prepared in wanted:
-            column = prepared.columns[0]
-            if column in result:
+            column, key = prepared.columns[0], _harvest_key(prepared)
+            if key in result:
                 continue
             if column not in present:
                 # The scan reads the column as NULLs here: no row group holds a value.
-                result[column] = [_empty_filter(prepared.arrow_types[0])] * len(numbers)
+                result[key] = [_empty_filter(prepared.arrow_types[0])] * len(numbers)
                 continue
             leaf = _leaf_path(metadata, held.get(column, column) if held else column, source)
             found = harvest_open(
@@ -605,8 +621,14 @@ def _harvest(
                 fpr=prepared.definition.false_positive_rate,
                 groups=numbers,
             )
-            result[column] = [encode_granule(bloom) for bloom in found.filters[leaf]]
+            result[key] = [encode_granule(bloom) for bloom in found.filters[leaf]]
     return result
+
+
+def _harvest_key(prepared: PreparedIndex) -> tuple[str, float]:
+    """What a harvested index's granules depend on: its column and the rate of the filters
+    computed for chunks without one."""
+    return prepared.columns[0], prepared.definition.false_positive_rate
 
 
 def _leaf_path(metadata, column: str, source: SourceFile) -> str:  # noqa: ANN001
@@ -650,7 +672,7 @@ def _harvested_entry(
     indexes: Sequence[PreparedIndex],
     opened: OpenedParquet,
     groups: range | None,
-    harvested: dict[str, list[bytes]],
+    harvested: dict[tuple[str, float], list[bytes]],
     on_rows: Callable[[int], None],
 ) -> FileEntry:
     """The entry of a file whose indexes are all harvested: its row counts from the footer,
@@ -667,7 +689,7 @@ def _harvested_entry(
         if rows == 0:
             continue  # an empty row group: no payload, never read, always skipped
         for section, prepared in zip(sections, indexes, strict=True):
-            section.add(harvested[prepared.columns[0]][slot])
+            section.add(harvested[_harvest_key(prepared)][slot])
         on_rows(rows)
     if not opened.unchanged():
         raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
