@@ -174,3 +174,11 @@ def test_damaged_granules_raise_format_errors_only(files) -> None:
         ParquetBloomGranules.from_bytes(definition, payload + b"\x00", 4)
     with pytest.raises(FormatError, match="physical type 9"):
         ParquetBloomGranules.from_bytes(definition, b"\x09" + payload[1:], 4)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from bloomskip.dataset.index import plain_part
+
+    assert doctest.testmod(plain_part, optionflags=doctest.ELLIPSIS).failed == 0
