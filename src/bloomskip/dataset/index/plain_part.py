@@ -213,7 +213,6 @@ class PlainPartGranules:
 
     def __init__(self, header: PlainPartHeader, source: str | None = None) -> None:
         self.header = header
-        self.definition = header.definition
         self._source = source
         self._granules: ParquetBloomGranules | None = None
 
