@@ -31,6 +31,7 @@ with atheris.instrument_imports(include=["bloomskip"]):
     import bloomskip.clickhouse.marks  # noqa: F401
     import bloomskip.clickhouse.part  # noqa: F401
     import bloomskip.clickhouse.part_cli  # noqa: F401
+    import bloomskip.dataset.index.plain_part  # noqa: F401
     import bloomskip.dataset.index.segments  # noqa: F401
     import bloomskip.dataset.index.sidecar  # noqa: F401
     import bloomskip.dataset.index.sliced  # noqa: F401

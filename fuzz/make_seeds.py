@@ -225,6 +225,31 @@ def parquet_seeds(scratch: Path) -> None:
                 if chunk.bloom_filter_offset is not None and chunk.bloom_filter_length:
                     start = chunk.bloom_filter_offset
                     _save("parquet_filter", data[start : start + chunk.bloom_filter_length])
+    parquet_granule_seeds(pyarrow_file, duckdb_file)
+
+
+def parquet_granule_seeds(*paths: Path) -> None:
+    """Plain parts of parquet_bloom_filter granules harvested from the files' filters (and
+    computed for the chunks without one), one part per file and column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bloomskip.clickhouse.ddl import parse_index_definition
+    from bloomskip.dataset.index.plain_part import encode_part
+    from bloomskip.parquet.granules import ParquetBloomGranules, encode_granule
+    from bloomskip.parquet.harvest import harvest_open
+
+    for path in paths:
+        parquet = pq.ParquetFile(path)
+        for column in parquet.schema_arrow.names:
+            definition = parse_index_definition(f"{column} TYPE parquet_bloom_filter")
+            with pa.OSFile(str(path)) as file:
+                found = harvest_open(parquet, file, str(path), [column])
+            payload = b"".join(encode_granule(bloom) for bloom in found.filters[column])
+            granules = ParquetBloomGranules.from_bytes(
+                definition, payload, len(found.filters[column])
+            )
+            _save("parquet_granules", encode_part(granules))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ TARGETS = {
     "segment": "a format-2 segment's file directory and bit-sliced index parts",
     "parquet_filter": "a Parquet split-block Bloom filter (Thrift header and bitset)",
     "sparse_grams": "the sparse_grams index's tokenizer and granule builder (C)",
+    "parquet_granules": "a segment's plain part of parquet_bloom_filter granules",
 }
 #: libFuzzer's own guards: a slow input is a hang, and the whole process has a memory ceiling
 #: (each harness also bounds the peak growth of a single input to 64 MB).

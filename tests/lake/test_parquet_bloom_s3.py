@@ -95,3 +95,59 @@ def test_harvest_over_s3_reads_filters_not_data(
         found = pq.ParquetFile(path).read_row_groups(kept.tolist(), columns=["id"])["id"]
         assert value in found.to_pylist()
     assert not row_groups_passing(harvest.filters["id"], ["absent"]).all()
+
+
+def test_index_build_over_s3_reads_a_tenth_of_the_data_and_finds_rows(
+    tmp_path: Path, bucket: str, s3_endpoint: str, s3_requests, monkeypatch
+) -> None:
+    """A ``parquet_bloom_filter`` dataset build over object storage is served at most 10% of
+    the data bytes (the footers and the filters, counted by the server), and lookups through
+    the index find their rows, as DuckDB reads them from the same files."""
+    import duckdb
+    import numpy as np
+
+    from bloomskip import Dataset
+
+    rng = np.random.default_rng(5)
+    rows, group = 200_000, 50_000
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    data_bytes = 0
+    tables = []
+    for number in range(2):
+        ids = rng.integers(0, 2**62, rows)
+        table = pa.table(
+            {
+                "id": pa.array([f"{v:016x}{int(v) * 7 % 2**61:016x}" for v in ids.tolist()]),
+                "n": pa.array(ids),
+                "payload": pa.array(rng.random(rows)),
+            }
+        )
+        path = tmp_path / f"part-{number}.parquet"
+        options = {"id": {"ndv": group, "fpp": 0.05}, "n": {"ndv": group, "fpp": 0.05}}
+        pq.write_table(table, path, row_group_size=group, bloom_filter_options=options)
+        client.upload_file(str(path), bucket, f"events/part-{number}.parquet")
+        data_bytes += path.stat().st_size
+        tables.append(table)
+
+    served = _BytesServed(s3_requests.app, bucket)
+    monkeypatch.setattr(s3_requests, "app", served)
+    location = f"s3://{bucket}/events"
+    Dataset(location).build_index(
+        ["id TYPE parquet_bloom_filter", "n TYPE parquet_bloom_filter(0.01)"], progress=False
+    )
+    assert 0 < served.total <= data_bytes // 10, (served.total, data_bytes)
+    print(f"build served {served.total} of {data_bytes} data bytes")
+
+    dataset = Dataset(location)
+    for number, position in ((0, 0), (1, 123_456), (1, rows - 1)):
+        value = tables[number]["id"][position].as_py()
+        n = tables[number]["n"][position].as_py()
+        for where in (f"id = '{value}'", f"n IN ({n}, 7)", f"id = '{value}' AND n = {n}"):
+            explanation = dataset.explain(where)
+            assert len(explanation.row_groups()) <= 2, where  # of 8
+            found = dataset.query(where)
+            assert found["id"].to_pylist() == [value], where
+    expected = duckdb.sql(
+        f"SELECT count(*) FROM read_parquet('{tmp_path}/*.parquet') WHERE id = 'absent'"
+    ).fetchall()[0][0]
+    assert dataset.query("id = 'absent'").num_rows == expected == 0

@@ -340,7 +340,7 @@ def _garbage(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "name", ["filter", "thrift", "values", "reader", "verify", "harvest", "cli"]
+    "name", ["filter", "thrift", "values", "reader", "verify", "harvest", "granules", "cli"]
 )
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(f"bloomskip.parquet.{name}")

@@ -644,6 +644,15 @@ class _Values:
             return _Values(values, element_type, False)
         return _Values(tuple(v for part in parts for v in part.values), element_type, False)
 
+    def arrow(self) -> pa.Array:
+        """The values as an Arrow array of the element type's storage (what is hashed)."""
+        base = self.element_type.base()
+        values = self.values
+        width = _WIDE_WIDTHS.get(base.name)
+        if width is not None:
+            values = [(value % 2 ** (8 * width)).to_bytes(width, "little") for value in values]
+        return _arrow_values(values, _arrow_type_for(base))
+
     @property
     def hashes(self) -> np.ndarray:
         """bloom_filter value hashes of the values.
@@ -733,8 +742,14 @@ class _BloomAtom:
 
     def evaluate(self, granules: BloomFilterGranules) -> np.ndarray:
         result = np.ones(len(granules), dtype=bool)
+        # parquet_bloom_filter granules hash the constants themselves (XXH64 of the plain
+        # encoding), so they take the constants, not bloom_filter's value hashes.
+        literals_present = getattr(granules, "literals_present", None)
         for column, values in self.components:
-            present = granules.hashes_present(column, values.hashes)  # (granules, values)
+            if literals_present is not None:
+                present = literals_present(column, values.arrow(), str(values.element_type))
+            else:
+                present = granules.hashes_present(column, values.hashes)  # (granules, values)
             if self.function == "has_all":
                 result &= present.all(axis=1)
             else:
@@ -845,7 +860,7 @@ class IndexCondition:
         """
         if not isinstance(granules, Granules):
             granules = granules.granules
-        kind = BloomFilterGranules if self.definition.type == "bloom_filter" else TextGranules
+        kind = _granules_kind(self.definition.type)
         if not isinstance(granules, kind):
             raise ValueError(
                 f"a {self.definition.type} condition cannot probe {type(granules).__name__}"
@@ -902,6 +917,14 @@ class IndexCondition:
         mask = self.may_match(index.granules)
         selected = np.repeat(mask, np.diff(index.data_granule_bounds))
         return np.flatnonzero(selected).astype(np.int64)
+
+
+def _granules_kind(index_type: str) -> type:
+    if index_type == "parquet_bloom_filter":
+        from bloomskip.parquet.granules import ParquetBloomGranules
+
+        return ParquetBloomGranules
+    return BloomFilterGranules if index_type == "bloom_filter" else TextGranules
 
 
 def _is_useful(rpn: list[_Element]) -> bool:
@@ -1032,7 +1055,8 @@ def compile_condition(
     tree, constants = _parsed_where(where)
     types = _index_column_types(definition, column_types)
     keys = [_canonical_text(expression) for expression in definition.expressions]
-    if definition.type == "bloom_filter":
+    # parquet_bloom_filter prunes the atoms bloom_filter does (=, IN, has, ...): the same RPN.
+    if definition.type in ("bloom_filter", "parquet_bloom_filter"):
         builder: _RpnBuilder = _BloomRpnBuilder(where, keys, types, constants, as_clickhouse)
     else:
         tokenizer = QueryTokenizer.for_index(definition)
@@ -1116,6 +1140,12 @@ def index_never_used_reason(index_type: str, ch_type: str) -> str | None:
         check_text_type,
     )
 
+    if index_type == "parquet_bloom_filter":
+        from bloomskip.parquet.granules import probe_arrow_type
+
+        if probe_arrow_type(ch_type) is None:
+            return f"a parquet_bloom_filter index probes no constant of {ch_type}"
+        return None
     if index_type not in INDEX_TYPES:
         raise ValueError(f"unknown index type {index_type!r}")
     check = check_bloom_filter_type if index_type == "bloom_filter" else check_text_type

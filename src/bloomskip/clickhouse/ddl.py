@@ -45,8 +45,10 @@ __all__ = [
     "parse_table_statement",
 ]
 
-#: The skip-index types bloomskip models.
-INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1", "sparse_grams")
+#: The skip-index types bloomskip models. ``parquet_bloom_filter`` is bloomskip's own: a
+#: dataset index holding each row group's Parquet split-block filter (docs/parquet-bloom.md).
+INDEX_TYPES = ("bloom_filter", "ngrambf_v1", "tokenbf_v1", "sparse_grams", "parquet_bloom_filter")
+PARQUET_BLOOM_FILTER = "parquet_bloom_filter"
 
 # ClickHouse's MAX_BLOOM_FILTER_SIZE (bytes) for ngrambf_v1 / tokenbf_v1 / sparse_grams.
 MAX_TEXT_FILTER_BYTES = 1 << 30
@@ -375,6 +377,8 @@ class IndexDefinition:
         return tuple(result)
 
     def _check_index_column_type(self, expression: IndexExpression, type_name: str) -> None:
+        if self.type == PARQUET_BLOOM_FILTER:
+            return  # any column a Parquet filter can hold; the build checks the file's chunks
         try:
             if self.type == "bloom_filter":
                 check_bloom_filter_type(type_name)
@@ -457,6 +461,8 @@ def _build_definition(
         "arguments": arguments,
         "index_columns": expressions,
     }
+    if index_type == PARQUET_BLOOM_FILTER:
+        return _parquet_bloom_definition(common, expressions, arguments, granularity)
     if index_type == "bloom_filter":
         if len(arguments) > 1:
             raise IndexDefinitionError(
@@ -579,6 +585,45 @@ def _sparse_grams_lengths(
         raise IndexDefinitionError(f"Unexpected parameter of tokenizer 'sparseGrams': {problem}")
     found = {"min_ngram_length": low, "max_ngram_length": high, "min_cutoff_length": cutoff}
     return found, arguments[len(lengths) :]
+
+
+def _parquet_bloom_definition(
+    common: dict,
+    expressions: tuple[IndexExpression, ...],
+    arguments: tuple[int | float, ...],
+    granularity: int,
+) -> IndexDefinition:
+    """``parquet_bloom_filter([false_positive_rate])``: one plain column, GRANULARITY 1."""
+    from bloomskip.parquet.harvest import DEFAULT_FPR
+
+    if len(expressions) != 1 or expressions[0].function is not None:
+        raise IndexDefinitionError(
+            "parquet_bloom_filter indexes one column (a Parquet filter is one column chunk's), "
+            f"got {', '.join(e.sql for e in expressions)}"
+        )
+    if granularity != 1:
+        raise IndexDefinitionError(
+            f"parquet_bloom_filter has one filter per row group: GRANULARITY must be 1, got "
+            f"{granularity}"
+        )
+    if len(arguments) > 1:
+        raise IndexDefinitionError(
+            "parquet_bloom_filter takes at most one argument (false positive rate), "
+            f"got {len(arguments)}"
+        )
+    rate = arguments[0] if arguments else DEFAULT_FPR
+    # The writers' sizing needs 0 < fpp < 1 (log of 1 - fpp^(1/8)); NaN fails both tests.
+    if isinstance(rate, bool) or not isinstance(rate, float) or not 0.0 < rate < 1.0:
+        raise IndexDefinitionError(
+            _argument_error(
+                PARQUET_BLOOM_FILTER,
+                1,
+                "false positive rate",
+                "must be a floating-point number strictly between 0 and 1",
+                rate,
+            )
+        )
+    return IndexDefinition(**common, false_positive_rate=rate)
 
 
 # --------------------------------------------------------------------------------------------

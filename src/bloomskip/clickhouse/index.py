@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from bloomskip import bits
-from bloomskip.clickhouse.ddl import IndexDefinition, IndexDefinitionError
+from bloomskip.clickhouse.ddl import PARQUET_BLOOM_FILTER, IndexDefinition, IndexDefinitionError
 from bloomskip.clickhouse.granule import BloomFilterGranules, Granule, Granules, TextGranules
 from bloomskip.clickhouse.types import (
     clickhouse_type_for,
@@ -74,6 +74,15 @@ def _index_column_types(
     if column_types is None or not evaluable:
         return None
     return tuple(definition.index_column_types(dict(column_types)))
+
+
+def _granules_kind(definition: IndexDefinition) -> type:
+    """The granules class of an index type."""
+    if definition.type == PARQUET_BLOOM_FILTER:
+        from bloomskip.parquet.granules import ParquetBloomGranules
+
+        return ParquetBloomGranules
+    return BloomFilterGranules if definition.type == "bloom_filter" else TextGranules
 
 
 class SkipIndex:
@@ -228,6 +237,11 @@ class SkipIndex:
         index_types = _index_column_types(definition, types)
         bounds = index_granule_bounds(len(rows), definition.granularity)
         data_row_bounds = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
+        if definition.type == PARQUET_BLOOM_FILTER:
+            raise IndexDefinitionError(
+                "a parquet_bloom_filter index is built from a Parquet file's row groups "
+                "(Dataset.build_index), not from a table"
+            )
         values = [expression.evaluate(table) for expression in definition.index_columns]
         build = _build_bloom_filter if definition.type == "bloom_filter" else _build_text
         granules = build(definition, index_types, values, data_row_bounds, bounds)
@@ -280,7 +294,7 @@ class SkipIndex:
         """
         rows = _data_granule_rows(granule_rows)
         count = len(index_granule_bounds(len(rows), definition.granularity)) - 1
-        kind = BloomFilterGranules if definition.type == "bloom_filter" else TextGranules
+        kind = _granules_kind(definition)
         index_types = _index_column_types(definition, column_types)
         granules = kind.from_bytes(definition, bytes(payload), count, index_types, source)
         return cls(definition, column_types, rows, granules)
@@ -339,7 +353,8 @@ class SkipIndex:
             rows covered), ``bit_count``, ``bits_set``, ``fill_ratio`` and ``estimated_fpr`` =
             ``fill_ratio ** hash_functions`` (the chance that k random positions are all set).
         """
-        k = self.definition.hash_functions
+        # A split-block filter sets 8 bits per value (one in each word of its block).
+        k = 8 if self.definition.type == PARQUET_BLOOM_FILTER else self.definition.hash_functions
         columns = self.column_count
         bit_counts, bits_set = [], []
         for c in range(columns):

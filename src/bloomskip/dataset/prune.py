@@ -1423,7 +1423,9 @@ def saturated(outcome: IndexOutcome, where: str, condition_cache: dict | None = 
     definition = index.definition
     columns = len(definition.expressions)
     types = index.index_column_types
-    if definition.type == "bloom_filter":
+    if definition.type == "parquet_bloom_filter":
+        empty = _empty_parquet_bloom(definition, types)
+    elif definition.type == "bloom_filter":
         # One granule of one distinct value: a VarUInt 1, then each column's all-zero filter.
         width = (definition.bits_per_row + 7) // 8
         empty = BloomFilterGranules.from_bytes(
@@ -1437,6 +1439,17 @@ def saturated(outcome: IndexOutcome, where: str, condition_cache: dict | None = 
         return not bool(_condition(spec, where, condition_cache).may_match(empty)[0])
     except ValueError:
         return False
+
+
+def _empty_parquet_bloom(definition, types):  # noqa: ANN001, ANN202 - granules
+    """One empty 32-byte split-block filter of the column's type (no filter where no
+    constant of the type can be probed)."""
+    from bloomskip.parquet.filter import SplitBlockBloomFilter
+    from bloomskip.parquet.granules import ParquetBloomGranules, encode_granule, probe_arrow_type
+
+    arrow_type = probe_arrow_type(types[0]) if types else None
+    bloom = None if arrow_type is None else SplitBlockBloomFilter(32, value_type=arrow_type)
+    return ParquetBloomGranules.from_bytes(definition, encode_granule(bloom), 1, types)
 
 
 def index_fill(states: list[FileState], sidecar: Sidecar, saturation_fpr: float) -> list[dict]:

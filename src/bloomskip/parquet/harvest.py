@@ -35,7 +35,7 @@ from bloomskip.parquet.filter import SplitBlockBloomFilter, optimal_num_bytes
 from bloomskip.parquet.reader import chunk_filters, open_parquet, read_chunk_filters
 from bloomskip.parquet.verify import leaf_values
 
-__all__ = ["DEFAULT_FPR", "Harvest", "harvest_filters", "row_groups_passing"]
+__all__ = ["DEFAULT_FPR", "Harvest", "harvest_filters", "harvest_open", "row_groups_passing"]
 
 #: The false-positive rate of the filters computed for chunks that carry none (the writers'
 #: own default is 0.05; an index is probed more often than it is built).
@@ -90,29 +90,67 @@ def harvest_filters(
         except (pa.ArrowInvalid, OSError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
             raise FormatError(f"not a readable Parquet file: {first}", source=name) from None
-        chunks = [c for c in chunk_filters(parquet.metadata) if c.column_path in columns]
-        missing = sorted(set(columns) - {c.column_path for c in chunks})
-        if missing and parquet.metadata.num_row_groups:
-            raise FormatError(f"the file has no column {', '.join(missing)}", source=name)
-        stored = read_chunk_filters(
-            file, file.size(), [c for c in chunks if c.offset is not None], name
-        )
-        result = Harvest({c: [None] * parquet.metadata.num_row_groups for c in columns})
-        for chunk in chunks:
-            key = chunk.row_group, chunk.column_path
-            if key in stored:
-                result.filters[chunk.column_path][chunk.row_group] = stored[key]
-                result.harvested += 1
-            elif chunk.value_type is not None:
-                top = chunk.column_path.split(".")[0]
-                table = parquet.read_row_group(chunk.row_group, columns=[top])
-                values = leaf_values(table, chunk.column_path.split("."))
-                if values is None:
-                    continue  # a nesting no filter is computed for: the row group stays kept
-                result.filters[chunk.column_path][chunk.row_group] = _computed(
-                    values, chunk.value_type, fpr
-                )
-                result.computed += 1
+        return harvest_open(parquet, file, name, columns, fpr=fpr)
+
+
+def harvest_open(
+    parquet: Any,
+    file: Any,
+    name: str,
+    columns: list[str],
+    *,
+    fpr: float = DEFAULT_FPR,
+    groups: range | None = None,
+) -> Harvest:
+    """:func:`harvest_filters` over a file already open (a dataset build has its footer).
+
+    Args:
+        parquet: A ``pyarrow.parquet.ParquetFile`` over the file (its footer parsed).
+        file: The same file as a pyarrow random-access file: the filters' byte ranges are
+            read from it with ``read_at``.
+        name: The file, for error messages.
+        columns: Leaf column paths.
+        fpr: False-positive rate of the computed filters.
+        groups: Only these row groups (all when None); ``filters[column]`` then has one entry
+            per row group of ``groups``.
+
+    Returns:
+        The :class:`Harvest`.
+
+    Raises:
+        StorageError: The file cannot be read.
+        FormatError: A corrupt filter, or a column the file does not have.
+
+    Example:
+        >>> harvest_open(pq.ParquetFile(path), pa.OSFile(path), path, ["k"])  # doctest: +SKIP
+    """
+    numbers = range(parquet.metadata.num_row_groups) if groups is None else groups
+    chunks = [
+        c
+        for c in chunk_filters(parquet.metadata)
+        if c.column_path in columns and c.row_group in numbers
+    ]
+    missing = sorted(set(columns) - {c.column_path for c in chunks})
+    if missing and len(numbers):
+        raise FormatError(f"the file has no column {', '.join(missing)}", source=name)
+    stored = read_chunk_filters(
+        file, file.size(), [c for c in chunks if c.offset is not None], name
+    )
+    result = Harvest({c: [None] * len(numbers) for c in columns})
+    for chunk in chunks:
+        key = chunk.row_group, chunk.column_path
+        slot = chunk.row_group - numbers.start
+        if key in stored:
+            result.filters[chunk.column_path][slot] = stored[key]
+            result.harvested += 1
+        elif chunk.value_type is not None:
+            top = chunk.column_path.split(".")[0]
+            table = parquet.read_row_group(chunk.row_group, columns=[top])
+            values = leaf_values(table, chunk.column_path.split("."))
+            if values is None:
+                continue  # a nesting no filter is computed for: the row group stays kept
+            result.filters[chunk.column_path][slot] = _computed(values, chunk.value_type, fpr)
+            result.computed += 1
     return result
 
 

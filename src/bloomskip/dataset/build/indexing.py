@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -106,8 +106,8 @@ def prepare_index(
     if not re.search(r"\bTYPE\b", definition_text, re.IGNORECASE):
         raise BloomskipError(
             f"index {definition_text!r}: expected 'EXPR TYPE bloom_filter(...)', "
-            "'EXPR TYPE tokenbf_v1(...)', 'EXPR TYPE ngrambf_v1(...)' or "
-            "'EXPR TYPE sparse_grams(...)'"
+            "'EXPR TYPE tokenbf_v1(...)', 'EXPR TYPE ngrambf_v1(...)', "
+            "'EXPR TYPE sparse_grams(...)' or 'COLUMN TYPE parquet_bloom_filter(...)'"
         )
     try:
         definition = parse_index_definition(definition_text)
@@ -127,6 +127,8 @@ def prepare_index(
                 f"(or a supported function of one); columns: {', '.join(schema.names)}"
             )
     columns = definition.source_columns
+    if definition.type == "parquet_bloom_filter":
+        _check_filterable(definition_text, schema.field(columns[0]).type)
     for name in columns:
         if conflicts and name in conflicts:
             raise BloomskipError(
@@ -146,6 +148,20 @@ def prepare_index(
     spec = IndexSpec(definition.to_sql(), types)
     arrow_types = tuple(schema.field(name).type for name in columns)
     return PreparedIndex(spec, definition, tuple(columns), arrow_types)
+
+
+def _check_filterable(definition_text: str, arrow_type) -> None:  # noqa: ANN001
+    """Refuse a parquet_bloom_filter over a column Parquet stores in several leaves."""
+    import pyarrow as pa
+
+    t = arrow_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    if pa.types.is_nested(t):
+        raise BloomskipError(
+            f"index {definition_text!r}: a parquet_bloom_filter column holds values or a list "
+            f"of values (one Parquet leaf, one filter per row group), not {arrow_type}"
+        )
 
 
 def resolve_granule(requested: str | int | None, existing: str | int | None, replace: bool):
@@ -486,18 +502,28 @@ def build_file(
     if source.format == "parquet" and opened is None:
         opened = open_parquet(source)
     identity = opened.identity if opened is not None else source.identity()
-    columns = sorted({name for prepared in indexes for name in prepared.columns})
+    harvested = _harvest(source, indexes, granule, opened, groups)
+    built = [prepared for prepared in indexes if not _is_parquet_bloom(prepared)]
+    if harvested is not None and not built:
+        # Only harvested filters: the footer and the filters' byte ranges were all it read.
+        return _harvested_entry(source, relative_path, indexes, opened, groups, harvested, on_rows)
+    columns = sorted({name for prepared in built for name in prepared.columns})
     granule_rows: list[int] = []
     sections = [_Section() for _ in indexes]
     in_flight: deque = deque()
 
     def collect(future) -> None:
         rows, payloads = future.result()
+        number = len(granule_rows)
         granule_rows.append(rows)
         if rows == 0:
             return  # an empty row group: no payload, never read, always skipped
-        for section, payload in zip(sections, payloads, strict=True):
-            section.add(payload)
+        payloads = iter(payloads)
+        for section, prepared in zip(sections, indexes, strict=True):
+            if _is_parquet_bloom(prepared):
+                section.add(harvested[_harvest_key(prepared)][number])
+            else:
+                section.add(next(payloads))
         on_rows(rows)
 
     types = {
@@ -510,10 +536,10 @@ def build_file(
         # and the C granule builders both run without the GIL, so N threads use N cores.
         load = _RowGroupLoader(opened, columns, types)
         numbers = range(load.groups) if groups is None else groups
-        units = (partial(_load_and_build, load, group, indexes) for group in numbers)
+        units = (partial(_load_and_build, load, group, built) for group in numbers)
     else:
         units = (
-            partial(_build_one, table, indexes)
+            partial(_build_one, table, built)
             for table in iter_granules(source, columns, granule, types, opened, groups)
         )
     for unit in units:
@@ -527,6 +553,149 @@ def build_file(
     payloads = [section.view() for section in sections]
     digests = [section.digest.digest() for section in sections]
     return FileEntry(relative_path, source.format, identity, granule_rows, payloads, digests)
+
+
+def _is_parquet_bloom(prepared: PreparedIndex) -> bool:
+    return prepared.definition.type == "parquet_bloom_filter"
+
+
+def _harvest(
+    source: SourceFile,
+    indexes: Sequence[PreparedIndex],
+    granule: str | int,
+    opened: OpenedParquet | None,
+    groups: range | None,
+) -> dict[tuple[str, float], list[bytes]] | None:
+    """Each ``parquet_bloom_filter`` index's granule bytes per row group (of ``groups``),
+    harvested from the file's filters or computed for chunks without one; None when no index
+    is of that type.
+
+    Raises:
+        BloomskipError: Such an index with granules other than row groups, or over a file
+            that is not Parquet.
+    """
+    from bloomskip.parquet.granules import encode_granule
+    from bloomskip.parquet.harvest import harvest_open
+
+    wanted = [prepared for prepared in indexes if _is_parquet_bloom(prepared)]
+    if not wanted:
+        return None
+    if granule != ROW_GROUP:
+        raise BloomskipError(
+            f"index {wanted[0].spec.definition}: a parquet_bloom_filter granule is a row group; "
+            f"build it with granule 'row-group', not {granule}"
+        )
+    if source.format != "parquet" or opened is None:
+        raise BloomskipError(
+            f"{source.path}: a parquet_bloom_filter index reads Parquet filters; this file is "
+            f"{source.format}"
+        )
+    metadata = opened.metadata
+    numbers = range(metadata.num_row_groups) if groups is None else groups
+    # The file's own reader and names: an Iceberg file's columns are read by field id under
+    # the table's names (FieldIdParquet), but its filters are found by the file's names.
+    parquet = OpenedParquet.reader(opened)
+    held = getattr(opened, "_held", None)
+    present = set(opened.schema.names)
+    with ExitStack() as stack:
+        file = getattr(opened, "_handle", None)
+        if file is None:
+            import pyarrow as pa
+
+            file = stack.enter_context(pa.OSFile(str(source.path)))
+        result: dict[tuple[str, float], list[bytes]] = {}
+        for prepared in wanted:
+            column, key = prepared.columns[0], _harvest_key(prepared)
+            if key in result:
+                continue
+            if column not in present:
+                # The scan reads the column as NULLs here: no row group holds a value.
+                result[key] = [_empty_filter(prepared.arrow_types[0])] * len(numbers)
+                continue
+            leaf = _leaf_path(metadata, held.get(column, column) if held else column, source)
+            found = harvest_open(
+                parquet,
+                file,
+                str(source.path),
+                [leaf],
+                fpr=prepared.definition.false_positive_rate,
+                groups=numbers,
+            )
+            result[key] = [encode_granule(bloom) for bloom in found.filters[leaf]]
+    return result
+
+
+def _harvest_key(prepared: PreparedIndex) -> tuple[str, float]:
+    """What a harvested index's granules depend on: its column and the rate of the filters
+    computed for chunks without one."""
+    return prepared.columns[0], prepared.definition.false_positive_rate
+
+
+def _leaf_path(metadata, column: str, source: SourceFile) -> str:  # noqa: ANN001
+    """The Parquet leaf column that holds ``column``'s values: itself, or the element of a
+    list (``tags.list.element``, whatever the writer named the levels).
+
+    Raises:
+        BloomskipError: The column is a struct or map (several leaves; no one filter).
+    """
+    schema = metadata.schema
+    leaves = [schema.column(i).path for i in range(len(schema))]
+    found = [leaf for leaf in leaves if leaf == column or leaf.startswith(column + ".")]
+    if len(found) != 1:
+        raise BloomskipError(
+            f"{source.path}: column {column!r} has {len(found)} Parquet leaf columns; a "
+            "parquet_bloom_filter index needs one (a value or a list of values)"
+        )
+    return found[0]
+
+
+def _empty_filter(arrow_type) -> bytes:  # noqa: ANN001 - a pyarrow type
+    """The granule of a row group that lacks the column: an empty filter (nothing passes),
+    or no filter where Parquet keeps none for the type."""
+    import pyarrow as pa
+
+    from bloomskip.errors import UnsupportedTypeError
+    from bloomskip.parquet.filter import SplitBlockBloomFilter
+    from bloomskip.parquet.granules import encode_granule
+
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        arrow_type = arrow_type.value_type  # the filter holds the elements
+    try:
+        return encode_granule(SplitBlockBloomFilter(32, value_type=arrow_type))
+    except UnsupportedTypeError:
+        return encode_granule(None)
+
+
+def _harvested_entry(
+    source: SourceFile,
+    relative_path: str,
+    indexes: Sequence[PreparedIndex],
+    opened: OpenedParquet,
+    groups: range | None,
+    harvested: dict[tuple[str, float], list[bytes]],
+    on_rows: Callable[[int], None],
+) -> FileEntry:
+    """The entry of a file whose indexes are all harvested: its row counts from the footer,
+    its payloads the granules of ``harvested``.
+
+    Raises:
+        BloomskipError: The file changed while it was being indexed.
+    """
+    metadata = opened.metadata
+    numbers = range(metadata.num_row_groups) if groups is None else groups
+    granule_rows = [metadata.row_group(number).num_rows for number in numbers]
+    sections = [_Section() for _ in indexes]
+    for slot, rows in enumerate(granule_rows):
+        if rows == 0:
+            continue  # an empty row group: no payload, never read, always skipped
+        for section, prepared in zip(sections, indexes, strict=True):
+            section.add(harvested[_harvest_key(prepared)][slot])
+        on_rows(rows)
+    if not opened.unchanged():
+        raise BloomskipError(f"{source.path}: changed while it was being indexed; build again")
+    payloads = [section.view() for section in sections]
+    digests = [section.digest.digest() for section in sections]
+    return FileEntry(relative_path, source.format, opened.identity, granule_rows, payloads, digests)
 
 
 def index_file(

@@ -95,6 +95,27 @@ class _CompositeTextGranules(_Composite, TextGranules):
         )
 
 
+def _composite_parquet_bloom():  # noqa: ANN202 - a class
+    """The composite of ``parquet_bloom_filter`` pieces (plain parts and plain payloads)."""
+    from bloomskip.parquet.granules import ParquetBloomGranules
+
+    class _CompositeParquetBloomGranules(_Composite, ParquetBloomGranules):
+        def __init__(self, definition, index_column_types, pieces: list[Piece]) -> None:
+            Granules.__init__(self, definition, index_column_types)
+            self._pieces = pieces
+
+        def literals_present(self, column, literals, clickhouse_type, granules=None):
+            return self._joined(
+                lambda piece: piece.granules.literals_present(
+                    column, literals, clickhouse_type, piece.chosen
+                ),
+                len(literals),
+                granules,
+            )
+
+    return _CompositeParquetBloomGranules
+
+
 class ProbeIndex:
     """One skip index over a query's files, whose granules lie in several pieces.
 
@@ -124,6 +145,8 @@ class ProbeIndex:
         kind = (
             _CompositeBloomFilterGranules
             if definition.type == "bloom_filter"
+            else _composite_parquet_bloom()
+            if definition.type == "parquet_bloom_filter"
             else _CompositeTextGranules
         )
         self.granules = kind(definition, index_column_types, pieces)

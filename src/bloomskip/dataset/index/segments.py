@@ -769,7 +769,7 @@ class IndexLog:
         Returns:
             Its manifest entry, to be committed with :meth:`commit`.
         """
-        from bloomskip.dataset.index.sliced import encode_part, part_header_length
+        from bloomskip.dataset.index.plain_part import encode_part, part_header_length
 
         directory = encode_directory(sidecar, identities)
         parts = [encode_part(_granules_of(sidecar, n)) for n in range(len(sidecar.indexes))]
@@ -1270,7 +1270,7 @@ class SegmentView:
             FormatError: The header is damaged, or not of this index or these files.
         """
         from bloomskip.clickhouse.ddl import parse_index_definition
-        from bloomskip.dataset.index.sliced import read_part_header, sliced_granules
+        from bloomskip.dataset.index.plain_part import part_granules, read_part_header
 
         if number not in self._sliced:
             offset, length, head, slices_at = self._segment.index_spans[number]
@@ -1298,7 +1298,7 @@ class SegmentView:
                 return [self._reader.read(first, size) for first, size in moved]
 
             self._sliced[number] = SlicedPart(
-                sliced_granules(header, self._source), spans, read_ranges,
+                part_granules(header, self._source), spans, read_ranges,
                 functools.partial(self.whole_part, number),
             )  # fmt: skip
         return self._sliced[number]
@@ -1306,7 +1306,7 @@ class SegmentView:
     def whole_part(self, number: int):
         """Index ``number``'s granules, the whole part read (compaction, fill statistics)."""
         from bloomskip.clickhouse.ddl import parse_index_definition
-        from bloomskip.dataset.index.sliced import decode_part
+        from bloomskip.dataset.index.plain_part import decode_part
 
         if number not in self._whole:
             offset, length, head, slices_at = self._segment.index_spans[number]
