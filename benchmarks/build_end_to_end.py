@@ -11,7 +11,7 @@ One Parquet file (default 10,000,000 rows in row groups of 65,536) holds the col
 * ``bloomskip clickhouse simulate FILE --index ...`` (8192-row granules, as the INSERT): a fresh
   process (interpreter start, imports, Parquet read, hashes, filters, LZ4 framing) on one thread
   per CPU, and :func:`simulate_file` with ``jobs=N`` in a fresh process and warm;
-* ``bloomskip index build DIR --index ... --jobs N`` (row-group granules; the sidecar is written):
+* ``bloomskip index build DIR --index ... --jobs N`` (row-group granules; the index is written):
   a fresh process, and the warm in-process call (``Dataset.build_index``) for each ``--jobs``;
 * one plain pyarrow read of the indexed column (``pq.read_table``, one thread and all threads),
   the floor an index build cannot go below.
@@ -33,6 +33,7 @@ import argparse
 import inspect
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,7 +146,7 @@ def main() -> None:
 
 def _report(data: Path, rows: int, repeat: int, jobs: list[int], cases, peers) -> None:
     folder = data.parent
-    sidecar = folder / "_bloomskip.index"
+    index_folder = folder / "_bloomskip"
     print(
         f"{rows:,} rows, Parquet row groups of {ROW_GROUP_ROWS:,}, simulate granules of "
         f"{GRANULARITY}, best of {repeat}; {os.cpu_count()} CPUs; {CLOCK['name']} seconds"
@@ -195,7 +196,7 @@ def _report(data: Path, rows: int, repeat: int, jobs: list[int], cases, peers) -
             build_args = ["index", "build", str(folder), "--index", definition, "--jobs", str(j)]
 
             def fresh_build(build_args=build_args) -> None:
-                sidecar.unlink(missing_ok=True)
+                shutil.rmtree(index_folder, ignore_errors=True)
                 subprocess.run(
                     [sys.executable, "-m", "bloomskip", *build_args],
                     check=True,
@@ -205,11 +206,11 @@ def _report(data: Path, rows: int, repeat: int, jobs: list[int], cases, peers) -
             rows_out.append(("index build, fresh process", j, _best(fresh_build, repeat)))
 
             def warm_build(j=j, definition=definition) -> None:
-                sidecar.unlink(missing_ok=True)
+                shutil.rmtree(index_folder, ignore_errors=True)
                 Dataset(folder).build_index([definition], jobs=j, progress=False)
 
             rows_out.append(("index build, warm call", j, _best(warm_build, repeat)))
-        sidecar.unlink(missing_ok=True)
+        shutil.rmtree(index_folder, ignore_errors=True)
         for what, j, seconds in rows_out:
             read = read_by_jobs[j or max(jobs)]
             print(

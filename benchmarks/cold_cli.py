@@ -95,8 +95,8 @@ def prepare(base: Path, rows: int) -> tuple[Path, Path]:
                 path.unlink()
             write_logs(target, rows, files=FILES, **options)
     dataset = Dataset(plain)
-    sidecar = dataset.load_sidecar()
-    if sidecar is None or INDEX not in [spec.definition for spec in sidecar.indexes]:
+    definitions = dataset.index.definitions()
+    if definitions is None or INDEX not in [spec.definition for spec in definitions.indexes]:
         dataset.build_index([INDEX], progress=False)
     return plain, with_bloom
 

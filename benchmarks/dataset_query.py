@@ -4,7 +4,7 @@ Generates a log dataset (default 20 million rows, row groups of 64K rows) twice:
 with Parquet Bloom filters on ``user_id`` written by pyarrow (``bloom_filter_options``). Then, in
 the same run and on the same machine:
 
-* bloomskip: the sidecar index (``user_id`` bloom_filter(0.01), ``message`` tokenbf_v1) prunes
+* bloomskip: the index (``user_id`` bloom_filter(0.01), ``message`` tokenbf_v1) prunes
   row groups, DuckDB evaluates the exact predicate on the survivors;
 * (a) DuckDB full scan of the plain files;
 * (b) DuckDB over the files with Parquet Bloom filters;
@@ -139,15 +139,12 @@ def main() -> None:
     for path in plain_files:
         pq.read_table(path, columns=["user_id", "message"])
     read_seconds = time.perf_counter() - read_started
-    dataset.sidecar_path.unlink(missing_ok=True)
+    if dataset.index.definitions() is not None:
+        dataset.drop()
     build_started = time.perf_counter()
     report = dataset.build_index(INDEXES, progress=False)
     build_seconds = time.perf_counter() - build_started
-    sidecar = dataset.load_sidecar()
-    index_sizes = {
-        spec.definition: sum(len(entry.payloads[i]) for entry in sidecar.files.values())
-        for i, spec in enumerate(sidecar.indexes)
-    }
+    index_sizes = {item["definition"]: item["bytes"] for item in dataset.status()["indexes"]}
 
     middle = pq.ParquetFile(plain_files[len(plain_files) // 2])
     sample = middle.read_row_group(middle.num_row_groups // 2, ["user_id"])

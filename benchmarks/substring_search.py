@@ -173,14 +173,15 @@ def main() -> None:
         write_layout(folder, args.rows, args.files, layout)
         generated = time.perf_counter() - started
         dataset = Dataset(folder)
-        sidecar = dataset.load_sidecar()
+        definitions = dataset.index.definitions()
         if (
-            sidecar is None
-            or [parse_index_definition(spec.definition) for spec in sidecar.indexes]
+            definitions is None
+            or [parse_index_definition(spec.definition) for spec in definitions.indexes]
             != [parse_index_definition(INDEX)]
-            or str(sidecar.granule) != str(granule)
+            or str(definitions.granule) != str(granule)
         ):
-            dataset.sidecar_path.unlink(missing_ok=True)
+            if definitions is not None:
+                dataset.drop()
             build_started = time.perf_counter()
             dataset.build_index([INDEX], granule=granule, progress=False)
             built = f"index built in {time.perf_counter() - build_started:.1f} s"

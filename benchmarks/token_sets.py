@@ -95,7 +95,7 @@ def main() -> None:
     path = base / f"logs-{args.rows}.parquet"
     write_data(path, args.rows)
     dataset = Dataset(path)
-    if dataset.load_sidecar() is None:
+    if dataset.index.definitions() is None:
         dataset.build_index([INDEX], progress=False)
         dataset = Dataset(path)
     first = pq.read_table(path, columns=["msg"]).column("msg")

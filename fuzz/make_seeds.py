@@ -133,10 +133,10 @@ def sidecar_seeds(scratch: Path) -> None:
     ):
         directory = scratch / f"dataset{number}"
         write_dataset(directory, sizes, seed=number)
-        dataset = Dataset(directory)
-        dataset.build_index(indexes, progress=False)
-        _save("sidecar", b"\x00" + dataset.sidecar_path.read_bytes())
-        _save("sidecar", b"\x01" + dataset.sidecar_path.read_bytes())
+        sidecar = directory / "_bloomskip.index"
+        Dataset(directory, sidecar=sidecar).build_index(indexes, progress=False)
+        _save("sidecar", b"\x00" + sidecar.read_bytes())
+        _save("sidecar", b"\x01" + sidecar.read_bytes())
 
 
 def manifest_seeds(scratch: Path) -> None:
