@@ -44,14 +44,7 @@ def default_sidecar_path(dataset: str | os.PathLike) -> Path:
         >>> default_sidecar_path("logs")  # doctest: +SKIP
         PosixPath('logs/_bloomskip.index')
     """
-    text = os.fspath(dataset)
-    path = Path(text)
-    if path.is_dir():
-        return path / DIRECTORY_SIDECAR
-    if is_glob(text) and not path.exists():
-        root = glob_root(text)
-        return root / f"_bloomskip-{_pattern_digest(text, root)}.index"
-    return path.parent / f"_{path.name}.bloomskip"
+    return _beside(dataset, DIRECTORY_SIDECAR, "_bloomskip-{}.index", "_{}.bloomskip")
 
 
 def default_index_folder(dataset: str | os.PathLike) -> Path:
@@ -72,20 +65,22 @@ def default_index_folder(dataset: str | os.PathLike) -> Path:
         >>> default_index_folder("logs")  # doctest: +SKIP
         PosixPath('logs/_bloomskip')
     """
+    return _beside(dataset, INDEX_FOLDER, INDEX_FOLDER + "-{}", INDEX_FOLDER + "-{}")
+
+
+def _beside(dataset: str | os.PathLike, directory: str, glob: str, file: str) -> Path:
+    """Where a local DATASET's index of one layout lives: ``directory`` inside a directory,
+    ``glob`` (formatted with the hash of the pattern relative to its fixed root) in a glob's
+    root, ``file`` (formatted with the file's name) beside a file."""
     text = os.fspath(dataset)
     path = Path(text)
     if path.is_dir():
-        return path / INDEX_FOLDER
+        return path / directory
     if is_glob(text) and not path.exists():
         root = glob_root(text)
-        return root / f"{INDEX_FOLDER}-{_pattern_digest(text, root)}"
-    return path.parent / f"{INDEX_FOLDER}-{path.name}"
-
-
-def _pattern_digest(pattern: str, root: Path) -> str:
-    """A glob's pattern relative to its fixed root, hashed: what names its own index."""
-    relative = Path(os.path.relpath(Path(pattern).absolute(), root.absolute())).as_posix()
-    return hashlib.sha256(relative.encode("utf-8")).hexdigest()[:12]
+        relative = Path(os.path.relpath(Path(text).absolute(), root.absolute())).as_posix()
+        return root / glob.format(hashlib.sha256(relative.encode("utf-8")).hexdigest()[:12])
+    return path.parent / file.format(path.name)
 
 
 def holds_segmented_index(folder: str | os.PathLike) -> bool:
