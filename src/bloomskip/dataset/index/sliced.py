@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -1120,7 +1121,8 @@ class SlicedGranules(Granules):
     def _setup(self, header: PartHeader, source: str | None) -> None:
         self.header = header
         self.source = source or "sliced part"
-        self._recording: set[tuple[int, int, int]] | None = None
+        # While planning: (column, bucket) -> the arrays of block numbers the probes test.
+        self._recording: dict[tuple[int, int], list[np.ndarray]] | None = None
         # (column, bucket) -> (sorted fetched block numbers, their slices (n, S, slice_bytes))
         self._fetched: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         starts, keys = [], []
@@ -1130,7 +1132,9 @@ class SlicedGranules(Granules):
                     starts.append(offset)
                     keys.append((c, b))
         self._region_starts = np.array(starts, np.int64)
-        self._region_keys = keys
+        self._region_keys = np.array(keys, np.int64).reshape(-1, 2)
+        self._block_strides = np.array([bucket.block_stride for bucket in header.buckets], np.int64)
+        self._block_counts = np.array([bucket.block_count for bucket in header.buckets], np.int64)
 
     def __len__(self) -> int:
         return self.header.granule_count
@@ -1156,13 +1160,28 @@ class SlicedGranules(Granules):
                 f"the condition is for {condition.definition.to_sql()!r}, the part for "
                 f"{self.header.definition.to_sql()!r}"
             )
-        self._recording = set()
+        return self.plan_probes(lambda: condition.may_match(self))
+
+    def plan_probes(self, probes: Callable[[], object]) -> list[tuple[int, int]]:
+        """The byte ranges the probes ``probes()`` makes of this part will read (see
+        :meth:`plan`; every probe answers "may match" meanwhile).
+
+        Returns:
+            Sorted, distinct ``(offset, length)`` ranges, offsets relative to the part.
+        """
+        self._recording = {}
         try:
-            condition.may_match(self)
-            needed = sorted(self._recording)
+            probes()
+            recorded = self._recording
         finally:
             self._recording = None
-        return [self.header.block_range(c, b, block) for c, b, block in needed]
+        ranges: list[tuple[int, int]] = []
+        for c, b in sorted(recorded):
+            blocks, _ = _distinct(np.concatenate(recorded[(c, b)]))
+            stride = self.header.buckets[b].block_stride
+            starts = self.header.offsets[c][b] + blocks * stride
+            ranges.extend(zip(starts.tolist(), itertools.repeat(stride, len(starts)), strict=True))
+        return ranges
 
     def fetch(self, ranges: list[tuple[int, int]], read_ranges: ReadRanges) -> int:
         """Read ``ranges`` (from :meth:`plan`) with one call of ``read_ranges``; check CRCs.
@@ -1181,46 +1200,58 @@ class SlicedGranules(Granules):
         """
         if not ranges:
             return 0
-        keys = [self._block_of(offset, length) for offset, length in ranges]
+        columns, buckets, numbers = self._blocks_of(ranges)
         chunks = read_ranges(list(ranges))
         if len(chunks) != len(ranges):
             raise FormatError(
                 f"sliced part: {len(chunks)} chunks read for {len(ranges)} ranges",
                 field="slices", source=self.source,
             )  # fmt: skip
-        grouped: dict[tuple[int, int], list[tuple[int, bytes]]] = {}
-        total = 0
-        for (offset, length), (c, b, block), chunk in zip(ranges, keys, chunks, strict=True):
-            bucket = self.header.buckets[b]
-            if len(chunk) != length:
-                first = block * bucket.slices_per_block
-                raise TruncatedError(
-                    f"sliced part: column {c} bucket {b} slice {first} (block {block}): "
-                    f"{len(chunk)} bytes read, {length} expected",
-                    field=f"column[{c}].bucket[{b}].slice[{first}]", offset=offset,
-                    source=self.source,
-                )  # fmt: skip
-            payload_bytes = bucket.payload_bytes
-            stored = int.from_bytes(chunk[payload_bytes:length], "little")
-            if zlib.crc32(chunk[:payload_bytes]) != stored:
-                raise _slice_error(bucket, c, b, block, offset, self.source)
-            grouped.setdefault((c, b), []).append((block, chunk))
-            total += length
-        for (c, b), items in grouped.items():
-            bucket = self.header.buckets[b]
-            old_blocks, old_data = self._fetched.get(
-                (c, b), (np.zeros(0, np.int64), np.zeros((0, 0, 0), np.uint8))
-            )
-            blocks = np.array([block for block, _ in items], np.int64)
-            payload_bytes = bucket.payload_bytes
-            data = np.frombuffer(b"".join(chunk[:payload_bytes] for _, chunk in items), np.uint8)
-            data = _unpack_blocks(data.reshape(len(items), payload_bytes), bucket)
-            if old_blocks.size:
-                blocks = np.concatenate((old_blocks, blocks))
-                data = np.concatenate((old_data, data))
-            blocks, first = _distinct(blocks)
-            self._fetched[(c, b)] = (blocks, data[first])
-        return total
+        sizes = np.fromiter(map(len, chunks), np.int64, len(chunks))
+        strides = self._block_strides[buckets]
+        if (sizes != strides).any():
+            i = int(np.flatnonzero(sizes != strides)[0])
+            c, b, block = int(columns[i]), int(buckets[i]), int(numbers[i])
+            first = block * self.header.buckets[b].slices_per_block
+            raise TruncatedError(
+                f"sliced part: column {c} bucket {b} slice {first} (block {block}): "
+                f"{sizes[i]} bytes read, {strides[i]} expected",
+                field=f"column[{c}].bucket[{b}].slice[{first}]", offset=int(ranges[i][0]),
+                source=self.source,
+            )  # fmt: skip
+        for c, b in set(zip(columns.tolist(), buckets.tolist(), strict=True)):
+            mine = np.flatnonzero((columns == c) & (buckets == b))
+            self._take_blocks(c, b, numbers[mine], [chunks[i] for i in mine.tolist()], mine, ranges)
+        return int(sizes.sum())
+
+    def _take_blocks(self, c, b, blocks, chunks, where, ranges) -> None:
+        """Check the CRC32 of bucket ``b``'s blocks ``blocks`` of column ``c`` (their bytes
+        ``chunks``, read for ``ranges[where]``) and keep their slices.
+
+        Raises:
+            FormatError: A CRC32 mismatch (naming the slices).
+        """
+        bucket = self.header.buckets[b]
+        payload_bytes, stride = bucket.payload_bytes, bucket.block_stride
+        data = np.frombuffer(b"".join(chunks), np.uint8).reshape(len(chunks), stride)
+        stored = data[:, payload_bytes:].copy().view("<u4").ravel()
+        view = memoryview(data).cast("B")
+        computed = np.fromiter(
+            (zlib.crc32(view[i * stride : i * stride + payload_bytes]) for i in range(len(chunks))),
+            np.uint32,
+            len(chunks),
+        )
+        if (computed != stored).any():
+            i = int(np.flatnonzero(computed != stored)[0])
+            offset = int(ranges[int(where[i])][0])
+            raise _slice_error(bucket, c, b, int(blocks[i]), offset, self.source)
+        slices = _unpack_blocks(data[:, :payload_bytes], bucket)
+        old = self._fetched.get((c, b))
+        if old is not None and old[0].size:
+            blocks = np.concatenate((old[0], blocks))
+            slices = np.concatenate((old[1], slices))
+        blocks, first = _distinct(blocks)
+        self._fetched[(c, b)] = (blocks, slices[first])
 
     def unfetched(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Those of ``ranges`` (from :meth:`plan`) not fetched yet: a part probed by several
@@ -1229,24 +1260,36 @@ class SlicedGranules(Granules):
         Raises:
             ValueError: A range that is not one block of this part.
         """
-        missing = []
-        for offset, length in ranges:
-            c, b, block = self._block_of(offset, length)
+        if not ranges:
+            return []
+        columns, buckets, numbers = self._blocks_of(ranges)
+        missing = np.ones(len(ranges), bool)
+        for c, b in set(zip(columns.tolist(), buckets.tolist(), strict=True)):
             held = self._fetched.get((c, b))
-            if held is None or not np.isin(block, held[0]):
-                missing.append((offset, length))
-        return missing
+            if held is not None:
+                here = (columns == c) & (buckets == b)
+                missing[here] = ~np.isin(numbers[here], held[0])
+        return [ranges[i] for i in np.flatnonzero(missing).tolist()]
 
-    def _block_of(self, offset: int, length: int) -> tuple[int, int, int]:
-        region = int(np.searchsorted(self._region_starts, offset, side="right")) - 1
-        if region >= 0:
-            c, b = self._region_keys[region]
-            bucket = self.header.buckets[b]
-            relative = offset - int(self._region_starts[region])
-            block, rest = divmod(relative, bucket.block_stride)
-            if not rest and block < bucket.block_count and length == bucket.block_stride:
-                return c, b, block
-        raise ValueError(f"range ({offset}, {length}) is not one block of the part")
+    def _blocks_of(self, ranges: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        """``(columns, buckets, blocks)``: which block of the part each of ``ranges`` is.
+
+        Raises:
+            ValueError: A range that is not one block of this part.
+        """
+        pairs = np.asarray(ranges, np.int64).reshape(-1, 2)
+        offsets, lengths = pairs[:, 0], pairs[:, 1]
+        region = np.searchsorted(self._region_starts, offsets, side="right") - 1
+        good = region >= 0
+        if good.all():
+            buckets = self._region_keys[region, 1]
+            strides = self._block_strides[buckets]
+            blocks, rest = np.divmod(offsets - self._region_starts[region], strides)
+            good = (rest == 0) & (blocks < self._block_counts[buckets]) & (lengths == strides)
+        if not good.all():
+            offset, length = pairs[int(np.flatnonzero(~good)[0])].tolist()
+            raise ValueError(f"range ({offset}, {length}) is not one block of the part")
+        return self._region_keys[region, 0], buckets, blocks
 
     def _chosen_buckets(self, granules: np.ndarray | None) -> tuple[np.ndarray, list[int]]:
         count = len(self)
@@ -1262,7 +1305,7 @@ class SlicedGranules(Granules):
         entry = self.header.buckets[bucket]
         blocks_wanted = (positions // entry.slices_per_block).astype(np.int64)
         if self._recording is not None:
-            self._recording.update((column, bucket, block) for block in set(blocks_wanted.tolist()))
+            self._recording.setdefault((column, bucket), []).append(blocks_wanted)
             return np.zeros((0, entry.slice_bytes), np.uint8)
         blocks, data = self._fetched.get(
             (column, bucket), (np.zeros(0, np.int64), np.zeros((0, 1, 1), np.uint8))
@@ -1331,7 +1374,7 @@ class SlicedBloomFilterGranules(SlicedGranules, BloomFilterGranules):
         for b in buckets:
             bucket = self.header.buckets[b]
             positions = mixed % np.uint64(8 * bucket.width)  # (values, k)
-            unique, _, inverse = _distinct(positions.ravel(), inverse=True)
+            unique, inverse = _distinct_inverse(positions.ravel())
             slices = self._slices(column, b, unique)
             if self._recording is not None:
                 continue
@@ -1381,7 +1424,7 @@ class SlicedTextGranules(SlicedGranules, TextGranules):
         positions = bits.pair_positions(unique, d.seed, 8 * d.size_bytes, d.hash_functions)
         for b in buckets:  # one bucket: every text granule has size_bytes
             bucket = self.header.buckets[b]
-            distinct, _, inverse = _distinct(positions.ravel(), inverse=True)
+            distinct, inverse = _distinct_inverse(positions.ravel())
             slices = self._slices(column, b, distinct)
             if self._recording is not None:
                 continue
@@ -1397,25 +1440,32 @@ class SlicedTextGranules(SlicedGranules, TextGranules):
         return full[chosen]
 
 
-def _distinct(values: np.ndarray, inverse: bool = False):
-    """``numpy.unique(values, return_index=True[, return_inverse=True])`` of a 1-d array,
-    written out: numpy.unique's first call imports numpy.ma, 12-30 ms of a cold query's
-    probe.
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``numpy.unique(values, return_index=True)`` of a 1-d array, written out: numpy.unique's
+    first call imports numpy.ma, 12-30 ms of a cold query's probe.
 
     Returns:
-        ``(distinct sorted values, index of each one's first occurrence)``, and with
-        ``inverse`` the index into them of every value.
+        ``(distinct sorted values, index of each one's first occurrence)``.
     """
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.empty(len(ordered), bool)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    if not inverse:
-        return ordered[new], order[new]
+    return ordered[new], order[new]
+
+
+def _distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``numpy.unique(values, return_inverse=True)`` of a 1-d array (see :func:`_distinct`):
+    the distinct sorted values and the index into them of every value."""
+    order = np.argsort(values)
+    ordered = values[order]
+    new = np.empty(len(ordered), bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
     where = np.empty(len(values), np.intp)
     where[order] = np.cumsum(new) - 1
-    return ordered[new], order[new], where
+    return ordered[new], where
 
 
 def sliced_granules(
