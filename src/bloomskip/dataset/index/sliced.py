@@ -1374,10 +1374,11 @@ class SlicedBloomFilterGranules(SlicedGranules, BloomFilterGranules):
         for b in buckets:
             bucket = self.header.buckets[b]
             positions = mixed % np.uint64(8 * bucket.width)  # (values, k)
+            if self._recording is not None:  # planning: which blocks, nothing to answer
+                self._slices(column, b, positions.ravel())
+                continue
             unique, inverse = _distinct_inverse(positions.ravel())
             slices = self._slices(column, b, unique)
-            if self._recording is not None:
-                continue
             inverse = inverse.reshape(positions.shape)
             step = max(1, _PROBE_CELLS // max(1, k * bucket.slice_bytes))
             for first in range(0, values.size, step):
