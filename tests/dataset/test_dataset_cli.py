@@ -69,7 +69,7 @@ def test_explain_reports_each_index(data: Path, capsys) -> None:
     assert run(["query", str(data), "--where", "k = 13 AND hasToken(s, 'x1')", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "index INDEX k_bf k TYPE bloom_filter(0.05) GRANULARITY 1" in out
-    assert "granules skipped:" in out
+    assert "granules skipped:" in out and "bytes skipped:" in out
     assert "no part of the WHERE can use this index" in out  # e.g. tags_bf
     lines = out.splitlines()
     assert lines.index(next(line for line in lines if line.startswith("read: "))) < lines.index(

@@ -70,7 +70,7 @@ def test_the_read_line_says_what_each_number_counts(folder, capsys):
     assert 0 < files < 6
     read = next(line for line in str(explanation).splitlines() if line.startswith("read: "))
     assert read.startswith(
-        f"read: {groups} of 60 row groups (in {files} of 6 files), {100 * groups:,} of 6,000 rows"
+        f"read: {groups} of 60 row groups (in {files} of 6 files), {100 * groups:,} of 6,000 rows, "
     )
 
 

@@ -754,15 +754,17 @@ class LakeDataset:
             return "new size or modification time"
         return "new size or ETag"
 
-    @staticmethod
-    def _describe(explanation: Explanation) -> int:
-        """Give the files with surviving row groups their full layout (footer); returns how
-        many footers were read."""
+    def _describe(self, explanation: Explanation) -> int:
+        """Give the files with surviving row groups their full layout (footer), and locally
+        every file, so that ``--explain`` also tells the bytes skipped (a local footer costs
+        no request); returns how many footers were read."""
+        from bloomskip._store import LocalStore
         from bloomskip.dataset.listing.files import read_layout
 
+        every = isinstance(self.store, LocalStore) and self._given_filesystem is None
         read = 0
         for state, keep in zip(explanation.files, explanation.keep, strict=True):
-            if keep.any() and not state.layout.column_bytes:
+            if (every or keep.any()) and not state.layout.column_bytes:
                 state.layout = read_layout(state.source)
                 read += 1
         return read
