@@ -504,6 +504,47 @@ class ObjectStore(Store):
             return None
         return partial(ListedObject, self, info)
 
+    def read_listed(self, info: ObjectInfo, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of object ``info`` as its listing described it: one ranged
+        GET sent with ``If-Match`` the listed ETag, which the store refuses once the object is
+        another one (the ETag it answers with is compared too).
+
+        Args:
+            info: The object as listed (its ETag set).
+            start: The first byte.
+            end: One past the last byte (at most ``info.size``).
+
+        Returns:
+            The bytes (a bytes-like buffer, not copied out of the client's).
+
+        Raises:
+            StaleSourceError: The object was replaced or deleted since it was listed.
+            StorageError: Any other failure.
+
+        Example:
+            >>> store.read_listed(info, info.size - 8, info.size)[-4:]  # doctest: +SKIP
+            b'PAR1'
+        """
+        obstore = self._obstore
+        key, etag = info.key, info.etag
+        try:
+            got = obstore.get(self._store, key, options={"range": (start, end), "if_match": etag})
+            data = got.bytes()
+        except (obstore.exceptions.PreconditionError, obstore.exceptions.NotFoundError) as exc:
+            raise self._listed_changed(info) from exc
+        except Exception as exc:
+            raise self._fail("read", key, exc) from exc
+        answered = got.meta.get("e_tag")
+        if answered is not None and answered != etag:
+            raise self._listed_changed(info)  # a store that ignored the If-Match
+        return data
+
+    def _listed_changed(self, info: ObjectInfo) -> StaleSourceError:
+        return StaleSourceError(
+            f"{self.uri_of(info.key)}: changed while it was read (it is no longer the object "
+            f"listed, ETag {info.etag}); run again"
+        )
+
     def has_prefix(self, prefix: str) -> bool:
         if not prefix.endswith("/"):
             return super().has_prefix(prefix)
@@ -656,28 +697,9 @@ class ListedObject:
         end = self.info.size if size is None or size < 0 else min(self.info.size, start + size)
         if end <= start:
             return b""
-        obstore = self.store._obstore
-        key, etag = self.info.key, self.info.etag
-        try:
-            got = obstore.get(
-                self.store._store, key, options={"range": (start, end), "if_match": etag}
-            )
-            data = got.bytes()
-        except (obstore.exceptions.PreconditionError, obstore.exceptions.NotFoundError) as exc:
-            raise self._changed() from exc
-        except Exception as exc:
-            raise self.store._fail("read", key, exc) from exc
-        answered = got.meta.get("e_tag")
-        if answered is not None and answered != etag:
-            raise self._changed()  # a store that ignored the If-Match
+        data = self.store.read_listed(self.info, start, end)
         self._position = start + len(data)
         return data
-
-    def _changed(self) -> StaleSourceError:
-        return StaleSourceError(
-            f"{self.store.uri_of(self.info.key)}: changed while it was read (it is no longer the "
-            f"object listed, ETag {self.info.etag}); run again"
-        )
 
     def close(self) -> None:
         self.closed = True

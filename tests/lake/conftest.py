@@ -35,12 +35,22 @@ S3_ENV = {
 @dataclass(frozen=True)
 class S3Request:
     """One request the server answered: ``LIST`` (a GET of a bucket), ``GET``, ``HEAD``,
-    ``PUT``, ``POST`` or ``DELETE``, the bucket and key it named, and its ``If-Match``."""
+    ``PUT``, ``POST`` or ``DELETE``, the bucket and key it named, its ``If-Match`` and its
+    ``Range`` (``bytes=first-last``)."""
 
     method: str
     bucket: str
     key: str
     if_match: str | None
+    range: str | None = None
+
+    @property
+    def length(self) -> int | None:
+        """The bytes its ``Range`` asks for; None without one."""
+        if self.range is None:
+            return None
+        first, _, last = self.range.removeprefix("bytes=").partition("-")
+        return int(last) - int(first) + 1
 
 
 class S3RequestLog:
@@ -61,7 +71,11 @@ class S3RequestLog:
         if method == "GET" and not key:
             method = "LIST"
         with self._lock:
-            self.requests.append(S3Request(method, bucket, key, environ.get("HTTP_IF_MATCH")))
+            self.requests.append(
+                S3Request(
+                    method, bucket, key, environ.get("HTTP_IF_MATCH"), environ.get("HTTP_RANGE")
+                )
+            )
         return self.app(environ, start_response)
 
     def mark(self) -> int:

@@ -2,9 +2,9 @@
 
 The listing gives every object's size and ETag, so no object is asked for its size: a build
 sends no ``HEAD`` (each of its reads of a data file is pinned to the listed ETag by
-``If-Match``), and a query checks the files it read with one new listing rather than a ``HEAD``
-each, unless a ``HEAD`` each is fewer requests. A file replaced after it was listed is still
-never read as the listed one.
+``If-Match``), and neither does a query, whose reads of the files it keeps are pinned so too
+(``scan/fetch.py``): nothing is checked after them. A file replaced after it was listed is
+still never read as the listed one.
 """
 
 from __future__ import annotations
@@ -84,12 +84,17 @@ def test_a_query_sends_no_head_per_file_it_keeps(bucket, s3_requests, granule):
     explanation = dataset.explain(f"id = {RARE}")
     read = sum(keep.any() for keep in explanation.keep)
     assert read >= 2
+    etags = {info.key: info.etag for info in open_store(location).list("")}
     mark = s3_requests.mark()
     assert _ids(dataset.run(explanation, f"id = {RARE}")) == [RARE, RARE]
-    methods = s3_requests.methods_since(mark, bucket)
-    # Before: one HEAD per file read; now one listing of the prefix checks them all.
-    assert methods["HEAD"] == 0
-    assert methods["LIST"] == 1
+    requests = s3_requests.since(mark, bucket)
+    # Before: one HEAD per file read, then one listing of the prefix checking them all; now
+    # one GET per file read (each small enough to fetch whole), pinned to its listed ETag.
+    assert [request.method for request in requests] == ["GET"] * read
+    assert {request.if_match for request in requests} == {
+        etags[request.key.removeprefix("data/")] for request in requests
+    }
+    assert None not in {request.if_match for request in requests}
     # A cold query from the listing on: with fixed-row granules the footers are read as
     # listed too (before: pyarrow sent a HEAD for each of them).
     mark = s3_requests.mark()
@@ -97,7 +102,7 @@ def test_a_query_sends_no_head_per_file_it_keeps(bucket, s3_requests, granule):
     assert s3_requests.methods_since(mark, bucket)["HEAD"] == 0
 
 
-def test_a_query_reading_one_file_checks_it_with_one_head(bucket, s3_requests):
+def test_a_query_reading_one_file_sends_one_get_and_no_check(bucket, s3_requests):
     location = f"s3://{bucket}/data"
     _files(location)
     dataset = Dataset(location)
@@ -106,9 +111,8 @@ def test_a_query_reading_one_file_checks_it_with_one_head(bucket, s3_requests):
     assert sum(keep.any() for keep in explanation.keep) == 1
     mark = s3_requests.mark()
     assert _ids(dataset.run(explanation, f"id = {LONE}")) == [LONE]
-    methods = s3_requests.methods_since(mark, bucket)
-    # One HEAD is no more than one page of the listing (and says more: the object alone).
-    assert (methods["HEAD"], methods["LIST"]) == (1, 0)
+    # Before: one GET for the footer, one for the row group, one HEAD to check the object.
+    assert s3_requests.methods_since(mark, bucket) == {"GET": 1}
 
 
 def test_identities_now_lists_again_only_when_that_is_fewer_requests(bucket, s3_requests):

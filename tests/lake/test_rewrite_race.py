@@ -97,9 +97,10 @@ def test_an_object_replaced_after_explain_is_read_at_its_new_version(versions, b
     store.put(NAME, second.read_bytes())
     before = ds.store.stats.by_kind.get("head", 0)
     assert _answer(ds.run(explanation, WHERE)) == _rows(second)
-    # One HEAD per file read (one file: fewer requests than listing again) found the change;
-    # the query again read the file as it is now and one more HEAD checked it.
-    assert ds.store.stats.by_kind.get("head", 0) - before == 2
+    # The read pinned to the listed ETag failed; one HEAD (one file: fewer requests than
+    # listing again) confirmed the change, and the query read the file again as it is now,
+    # pinned to its new ETag, which needs no check after.
+    assert ds.store.stats.by_kind.get("head", 0) - before == 1
 
 
 def _two_copies(location: str, version):
@@ -112,31 +113,36 @@ def _two_copies(location: str, version):
     return ds, store
 
 
-def test_unchanged_objects_cost_one_listing_not_a_head_each(versions, bucket):
-    # Issue 33 changed this: two files read were checked by two HEADs; one new listing of the
-    # prefix (one page here) checks them both.
+def test_unchanged_objects_are_read_pinned_and_not_checked_after(versions, bucket):
+    # Issue 33 changed this: two files read were checked by two HEADs, then by one new
+    # listing of the prefix; the reads pinned to the listed ETags need neither.
     first, _ = versions
     ds, _ = _two_copies(f"s3://{bucket}/steady", first)
     explanation = ds.explain(WHERE)
     before = dict(ds.store.stats.by_kind)
     assert _answer(ds.run(explanation, WHERE)) == _rows(first) * 2
     assert ds.store.stats.by_kind.get("head", 0) == before.get("head", 0)
-    assert ds.store.stats.by_kind["list"] - before["list"] == 1
-    # A file the index skipped whole is not read, nor checked.
+    assert ds.store.stats.by_kind["list"] == before["list"]
+    assert ds.store.stats.by_kind["get"] - before.get("get", 0) == 2
+    # A file the index skipped whole is not read, nor checked: one footer is, for the
+    # result's types (the tail of a file, as its whole when it is small).
     absent = next(
         f"id = {value}"
         for value in range(-1, -100, -1)
         if not ds.explain(f"id = {value}").row_groups()
     )
     explanation = ds.explain(absent)
-    before = ds.store.stats.requests
-    assert ds.run(explanation, absent).num_rows == 0
-    assert ds.store.stats.requests == before
+    before = dict(ds.store.stats.by_kind)
+    empty = ds.run(explanation, absent)
+    assert (empty.num_rows, empty.schema.names) == (0, ["id", "v"])
+    assert ds.store.stats.by_kind["get"] - before["get"] == 1
+    assert ds.store.stats.by_kind.get("head", 0) == before.get("head", 0)
+    assert ds.store.stats.by_kind["list"] == before["list"]
 
 
 def test_an_object_replaced_among_several_read_is_read_at_its_new_version(versions, bucket):
-    # The files read are checked by one new listing (cheaper than a HEAD each): it sees the
-    # replacement as a HEAD would.
+    # The failed pinned read is checked by one new listing (cheaper than a HEAD each): it
+    # sees the replacement as a HEAD would.
     first, second = versions
     ds, store = _two_copies(f"s3://{bucket}/several", first)
     explanation = ds.explain(WHERE)

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bloomskip._store import IOStats, ObjectInfo, Store, open_store
+from bloomskip._store import IOStats, ObjectInfo, ObjectStore, Store, open_store
 from bloomskip.dataset.backends.cache import UNKNOWN, DatasetCache
 from bloomskip.dataset.build.report import SEGMENTED, BuildReport
 from bloomskip.dataset.build.segment_writer import SegmentWriter
@@ -661,7 +661,17 @@ class LakeDataset:
 
         kept, predicate = self.listing.files_kept(where)
         before = self._io_snapshot()
-        files, versions = self.list_files()
+        if isinstance(self.store, ObjectStore):
+            from concurrent.futures import ThreadPoolExecutor
+
+            # The listing waits on the store, not on the interpreter: what deciding needs is
+            # imported meanwhile (about a tenth of a second of a cold command).
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                listing = pool.submit(self.list_files)
+                _import_deciders()
+                files, versions = listing.result()
+        else:
+            files, versions = self.list_files()
         warnings: list[str] = []
         try:
             manifest = self.latest_manifest(versions)
@@ -700,7 +710,9 @@ class LakeDataset:
         explanation.schema_source = functools.cache(
             lambda: self._kept(state, "schema", lambda: self._schema(files, manifest, file_schemas))
         )
-        explanation.files_agree = lambda: _readable_by_path(explanation, named())
+        explanation.files_agree = lambda over=None: _readable_by_path(
+            explanation if over is None else over, named()
+        )
         explanation.table_files = self._table_files(explanation)
         explanation.io = {
             "index_requests": index_io[0] - before[0],
@@ -1087,10 +1099,11 @@ class LakeDataset:
         """Read the row groups ``explanation`` keeps and apply ``where`` exactly (DuckDB);
         ``progress`` as :meth:`query` takes it.
 
-        Every file read is checked once the read is done (one HEAD each, in parallel, or one
-        new listing of the prefix where that takes fewer requests): one replaced since it was
-        listed is never answered from, the query is decided and read again instead
-        (docs/queries.md).
+        A file replaced since it was listed is never answered from: the query is decided and
+        read again instead (docs/queries.md). Objects fetched by reads pinned to their listed
+        ETags (:mod:`~bloomskip.dataset.scan.fetch`) need no check after; any other file read
+        is checked once the read is done (one HEAD each, in parallel, or one new listing of the
+        prefix where that takes fewer requests).
 
         Raises:
             StaleSourceError: A file it read changed during each of three attempts.
@@ -1098,10 +1111,20 @@ class LakeDataset:
         """
         from bloomskip.dataset.prune import read_consistently
 
-        def read(decision: Explanation) -> pa.Table:
-            return self._run_on(decision, where, columns, limit, decision.table_files, progress)
+        pinned = False
 
-        return read_consistently(explanation, where, read, self._changed, self.explain)
+        def read(decision: Explanation) -> pa.Table:
+            nonlocal pinned
+            pinned = False
+            table, pinned = self._run_on(
+                decision, where, columns, limit, decision.table_files, progress
+            )
+            return table
+
+        def changed(states: list) -> list:
+            return [] if pinned else self._changed(states)
+
+        return read_consistently(explanation, where, read, changed, self.explain)
 
     def _changed(self, states: list) -> list:
         """Of ``states``, the files no longer as they were listed (one listing, or one HEAD
@@ -1137,26 +1160,40 @@ class LakeDataset:
             explanation.schema_source,
         )
 
-    def _run_on(self, explanation, where, columns, limit, table_files, progress) -> pa.Table:
+    def _run_on(
+        self, explanation, where, columns, limit, table_files, progress
+    ) -> tuple[pa.Table, bool]:
+        """The rows, and whether every byte was read pinned to its listed version."""
         from bloomskip.dataset.scan.query import run_query
+
+        def scan(decision: Explanation, by_path: bool, uniform: bool) -> pa.Table:
+            return run_query(
+                decision,
+                explanation.schema_source(),
+                where,
+                columns,
+                limit,
+                self.duckdb_connection(),
+                uniform=uniform,
+                table_files=table_files,
+                by_path=by_path,
+                progress=progress,
+            )
 
         # A table's files carry its partition values and deletes: pyarrow reads them. Local
         # Parquet files DuckDB reads itself: by path when they agree on one schema, else by
-        # name as one table (union_by_name), the rule the scan's schema was made by.
-        by_path = not table_files and _local_parquet(explanation)
-        agree = by_path and explanation.files_agree is not None and explanation.files_agree()
-        return run_query(
-            explanation,
-            explanation.schema_source(),
-            where,
-            columns,
-            limit,
-            self.duckdb_connection(),
-            uniform=agree,
-            table_files=table_files,
-            by_path=by_path,
-            progress=progress,
-        )
+        # name as one table (union_by_name), the rule the scan's schema was made by. Objects
+        # of one schema are fetched into local copies that DuckDB reads so.
+        agree = explanation.files_agree
+        if not table_files and _local_parquet(explanation):
+            return scan(explanation, True, agree is not None and agree()), False
+        if not table_files and agree is not None and isinstance(self.store, ObjectStore):
+            from bloomskip.dataset.scan.fetch import fetched_locally
+
+            with fetched_locally(explanation, self.store, self.duckdb_connection) as local:
+                if local is not None and agree(local):
+                    return scan(local, True, True), True
+        return scan(explanation, False, False), False
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -1376,6 +1413,15 @@ class LakeDataset:
         """Delete the whole index; returns the number of objects deleted."""
         self._check_own("drop")
         return self.index.drop()
+
+
+def _import_deciders() -> None:
+    """Import the modules reading a manifest and deciding a WHERE use (pyarrow and its
+    compute functions, sqlglot, the condition compiler)."""
+    import pyarrow.compute  # noqa: F401
+    import sqlglot  # noqa: F401
+
+    import bloomskip.clickhouse.condition  # noqa: F401
 
 
 def _local_parquet(explanation: Explanation) -> bool:
