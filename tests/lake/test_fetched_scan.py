@@ -70,9 +70,11 @@ def _rows(table: pa.Table) -> list[tuple]:
 
 @pytest.fixture
 def large(monkeypatch):
-    """Every file counts as large: fetched by its tail and its kept row groups."""
+    """Every file counts as large: fetched by its tail and its kept row groups, each apart
+    (no gap between them is read), so the copies hold holes wherever nothing was kept."""
     monkeypatch.setattr(fetch, "WHOLE_FILE_BYTES", 0)
     monkeypatch.setattr(fetch, "TAIL_BYTES", 4096)
+    monkeypatch.setattr(fetch, "COALESCE_GAP", 0)
 
 
 @pytest.mark.parametrize("granule", [None, 500])
@@ -155,6 +157,37 @@ def test_the_rare_value_is_read_from_its_one_row_group(bucket, s3_requests, larg
     # The tail, then one range: the row group and what follows the last one (the footer).
     assert len(lengths) == 2 and lengths[0] == 4096
     assert lengths[1] < len(files["part-1.parquet"]) // 4
+
+
+def test_many_row_groups_kept_apart_are_read_by_row_number_from_the_holed_copy(
+    bucket, s3_requests, large, tmp_path
+):
+    # 200 row groups, every third holding 'a': 67 kept, more than the scan reads one query
+    # each, and a third of the file, so the copy is mostly holes between them.
+    groups = 200
+    kinds = [("a" if group % 3 == 0 else "b") for group in range(groups) for _ in range(100)]
+    table = pa.table(
+        {
+            "id": pa.array(range(groups * 100), pa.int64()),
+            "note": [f"{k} {i}" for i, k in enumerate(kinds)],
+            "k": kinds,
+        }
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=100)
+    location = f"s3://{bucket}/spread"
+    open_store(location).put("part-0.parquet", sink.getvalue())
+    Dataset(location).build_index(["INDEX k_bf k TYPE bloom_filter(0.001)"], progress=False)
+    dataset = Dataset(location)
+    explanation = dataset.explain("k = 'a'")
+    kept = explanation.keep[0].nonzero()[0].tolist()
+    assert kept == list(range(0, groups, 3))
+    mark = s3_requests.mark()
+    found = dataset.run(explanation, "k = 'a'")
+    assert sorted(found.column("id").to_pylist()) == [i for i, k in enumerate(kinds) if k == "a"]
+    requests = s3_requests.since(mark, bucket)
+    _check_ranges(sink.getvalue(), kept, requests)
+    assert sum(request.length for request in requests) < len(sink.getvalue()) // 2
 
 
 def test_a_plan_reading_nothing_has_the_types_of_one_reading_rows(bucket, s3_requests):

@@ -1416,9 +1416,10 @@ class LakeDataset:
 
 
 def _import_deciders() -> None:
-    """Import the modules reading a manifest and deciding a WHERE use (pyarrow and its
-    compute functions, sqlglot, the condition compiler)."""
+    """Import the modules reading a manifest and deciding a WHERE use (pyarrow, its Parquet
+    reader for checkpoints and its compute functions, sqlglot, the condition compiler)."""
     import pyarrow.compute  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
     import sqlglot  # noqa: F401
 
     import bloomskip.clickhouse.condition  # noqa: F401

@@ -647,7 +647,17 @@ class IndexLog:
         ]
         if previous is not None and previous.version in wanted:
             wanted = [n for n in wanted if n > previous.version]
-        records = self._fetch_records(wanted)
+        if floor and (previous is None or previous.version < floor):
+            # The chain of records nearly always ends on the newest checkpoint below them:
+            # read it beside the records rather than after them (one round trip fewer).
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                floor_checkpoint = pool.submit(self._read_checkpoint, floor)
+                records = self._fetch_records(wanted)
+                checkpoints = {floor: floor_checkpoint.result()}
+        else:
+            records, checkpoints = self._fetch_records(wanted), {}
         chain: list[Record] = []
         objects: set[str] = set()
         current = number
@@ -672,7 +682,10 @@ class IndexLog:
                 base = previous
                 objects |= previous.objects
                 break
-            base = self._read_checkpoint(record.base)
+            if record.base in checkpoints:
+                base = checkpoints.pop(record.base)
+            else:
+                base = self._read_checkpoint(record.base)
             if base is not None:
                 objects |= base.objects
                 break
