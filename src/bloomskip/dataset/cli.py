@@ -370,7 +370,8 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print(
             f"{status['index']}: version {status['version']}, {len(status['segments'])} "
-            f"segments, {status['segment_bytes']:,} bytes; {coverage}"
+            f"segment{'s' * (len(status['segments']) != 1)}, {status['segment_bytes']:,} bytes; "
+            f"{coverage}"
         )
     print(f"  {_granule_line(status)}")
     for index in status["indexes"]:
@@ -446,7 +447,8 @@ def _compact(args: argparse.Namespace) -> int:
     else:
         print(
             f"{report.index}: version {report.version}, {report.files} files merged into "
-            f"{report.segments_written} segments, {report.bytes_written:,} bytes written"
+            f"{report.segments_written} segment{'s' * (report.segments_written != 1)}, "
+            f"{report.bytes_written:,} bytes written"
         )
     return EXIT_OK
 

@@ -63,7 +63,8 @@ class BuildReport:
         merged = f", {self.segments_merged} merged" if self.segments_merged else ""
         return (
             f"{self.index}: version {self.version}, {done}, {len(self.removed)} removed, "
-            f"{self.segments_written} new segments{merged}, {self.bytes_written:,} bytes written"
+            f"{self.segments_written} new segment{'s' * (self.segments_written != 1)}{merged}, "
+            f"{self.bytes_written:,} bytes written"
         )
 
     def to_dict(self) -> dict:
