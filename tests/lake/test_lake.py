@@ -85,8 +85,11 @@ def test_a_cold_point_lookup_costs_few_index_requests(lake_location, local_data,
         assert used >= 1
         # One listing (data and manifest versions), the manifest, one read of the segment's
         # directory and part headers, and one coalesced read of the slices each index used
-        # probes (a small segment's slices lie within the coalescing gap of each other).
-        assert explanation.io["index_requests"] <= 3 + used, (where, used, explanation.io)
+        # probes (a small segment's slices lie within the coalescing gap of each other); on
+        # an object store also the index's own listing of its versions, which lets it be
+        # read while the data's listing is in flight.
+        remote = 1 if "://" in lake_location else 0
+        assert explanation.io["index_requests"] <= 3 + remote + used, (where, explanation.io)
         assert (
             explanation.io["index_bytes"]
             < open_store(lake_location + "/_bloomskip").list("segments/")[0].size + 4096

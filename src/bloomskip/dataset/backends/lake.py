@@ -665,11 +665,20 @@ class LakeDataset:
             from concurrent.futures import ThreadPoolExecutor
 
             # The listing waits on the store, not on the interpreter: what deciding needs is
-            # imported meanwhile (about a tenth of a second of a cold command).
-            with ThreadPoolExecutor(max_workers=1) as pool:
+            # imported meanwhile (about a tenth of a second of a cold command), then the index
+            # is read ahead (its newest version, and each segment's directory and headers:
+            # three round trips that a listing of many pages no longer adds to). Only one
+            # thread imports at a time: two importing pyarrow at once can each find the other's
+            # half-initialized module.
+            with ThreadPoolExecutor(max_workers=2) as pool:
                 listing = pool.submit(self.list_files)
                 _import_deciders()
+                ahead = None
+                if isinstance(self.listing, PrefixListing):
+                    ahead = pool.submit(self._read_index_ahead, where)
                 files, versions = listing.result()
+                if ahead is not None:
+                    ahead.result()
         else:
             files, versions = self.list_files()
         warnings: list[str] = []
@@ -724,6 +733,17 @@ class LakeDataset:
         unverifiable = [listed.key for listed in files if listed.identity is None]
         note_scanned_files(explanation, self.build_command, self._changed_how(), unverifiable)
         return explanation
+
+    def _read_index_ahead(self, where: str) -> None:
+        """Read the newest version and the parts ``where`` uses of its segments into the
+        index store's caches, where the decision finds them (a version changed meanwhile is
+        read again then). What cannot be read is left for the decision to report."""
+        try:
+            manifest = self.index.latest()
+            if manifest is not None:
+                self.index.read_ahead(manifest, self._useful_indexes(manifest, where))
+        except BloomskipError:
+            pass
 
     def _explanation_text(self, explanation: Explanation) -> str:
         """``str(explanation)``: the ``--explain`` text, for which the surviving files'

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -320,6 +321,27 @@ class SegmentStore(IndexStore):
                 opened = list(pool.map(read, views))
         self._trim()
         return {segment.key: result for (segment, _), result in zip(views, opened, strict=True)}
+
+    def read_ahead(self, manifest: Manifest, useful: list[int]) -> None:
+        """Fetch every segment's directory and the headers of the ``useful`` indexes now, in
+        parallel, so that :meth:`open_segments` finds them read (a query does this while the
+        data's listing is in flight). A segment that cannot be read is left for
+        :meth:`open_segments` to report."""
+        views = [self._view(segment, manifest) for segment in manifest.segments]
+
+        def read(view: SegmentView) -> None:
+            with contextlib.suppress(FormatError, StorageError):
+                view.open(list(useful) or [0])
+
+        if len(views) < 2:
+            for view in views:
+                read(view)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(len(views), SEGMENT_THREADS)) as pool:
+                list(pool.map(read, views))
+        self._trim()
 
     def _checked(self, segment: SegmentEntry, sidecar: Sidecar, listed: dict) -> Sidecar:
         from bloomskip.dataset.index.segments import identity_matches

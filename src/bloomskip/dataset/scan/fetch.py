@@ -147,6 +147,8 @@ def _fetch(store: ObjectStore, wanted: list, paths: dict[int, str], meanwhile=No
     """Fetch every wanted file into its copy: whole files and tails at once, then the row
     groups of the files whose tails told where they lie; ``meanwhile()`` runs on this thread
     once the first requests are sent. The requests and bytes count in ``store.stats``."""
+    import pyarrow.parquet  # noqa: F401 - here, not first on a worker while DuckDB loads
+
     with ThreadPoolExecutor(max_workers=min(FETCH_THREADS, len(wanted))) as pool:
         handles = {number: _create(paths[number], info.size) for number, info, _ in wanted}
         try:
