@@ -190,3 +190,47 @@ def test_cli_reads_the_query_from_standard_input(lake, capsys, monkeypatch):
     # A statement that is not a query runs as written, its result as DuckDB gives it.
     assert main(["sql", "SET threads = 1"]) == 0
     assert "Success" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_a_callers_connection_keeps_its_prefetch_setting(lake, setting):
+    folder, table = lake
+    connection = duckdb.connect()
+    connection.sql(f"SET GLOBAL disable_parquet_prefetching = {setting}")
+    k = next(value for value in table.column("k").to_pylist() if value is not None)
+    query = f"SELECT id FROM '{folder}/*.parquet' WHERE k = {k}"
+    assert _sorted(bloomskip.sql(query, connection=connection)) == _sorted(duckdb.sql(query))
+    now = connection.sql("SELECT current_setting('disable_parquet_prefetching')").fetchall()
+    assert now == [(setting,)]
+
+
+def test_the_same_query_sees_files_added_rewritten_and_removed(tmp_path):
+    # Kept between calls: the parse, DuckDB's matches of the glob (by the folder's time), the
+    # decision (by the files' and the index's state). Each change is seen by the next call.
+    folder = tmp_path / "data"
+    tables = write_indexed_parts(folder, 2, 600, 100, 5, granule="row-group")
+    k = next(value for value in tables[1].column("k").to_pylist() if value is not None)
+    query = f"SELECT id, k FROM read_parquet('{folder}/*.parquet') WHERE k = {k} OR k = -1"
+
+    def check(expected_files: int) -> None:
+        assert _sorted(bloomskip.sql(query)) == _sorted(duckdb.sql(query))
+        assert len(list(folder.glob("*.parquet"))) == expected_files
+
+    check(2)
+    check(2)
+    # A new file holding the value, and one more holding -1: not indexed, so scanned.
+    extra = tables[1].slice(0, 50)
+    extra = extra.set_column(
+        extra.schema.get_field_index("k"), "k", pa.array([-1] * 50, pa.int64())
+    )
+    pq.write_table(tables[1], folder / "part-7.parquet", row_group_size=100)
+    pq.write_table(extra, folder / "part-8.parquet")
+    check(4)
+    # A file rewritten in place (another row holds the value now), and one removed.
+    rewritten = tables[0].set_column(
+        tables[0].schema.get_field_index("k"), "k", pa.array([k] * tables[0].num_rows, pa.int64())
+    )
+    pq.write_table(rewritten, folder / "part-0.parquet", row_group_size=100)
+    (folder / "part-7.parquet").unlink()
+    check(3)
+    assert len(_sorted(bloomskip.sql(query))) >= tables[0].num_rows

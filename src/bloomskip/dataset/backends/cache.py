@@ -54,6 +54,8 @@ class DatasetCache:
             :attr:`file_schemas` is set).
         partitioning: The partition columns of the files' ``key=value`` folders and their
             values (``dataset/listing/hive.py``), once derived.
+        decisions: The decision (``Explanation``) of each WHERE: the same WHERE over the same
+            files and index is decided alike.
 
     Example:
         >>> cache = DatasetCache()
@@ -76,6 +78,7 @@ class DatasetCache:
     named_schemas: list | None = None
     uniform: bool = True
     partitioning: Any = None
+    decisions: dict = field(default_factory=dict)
 
     def refresh(self, keys: Sequence[Hashable], index_key: Hashable) -> None:
         """Invalidate the cache when a file or the index changed since the last refresh.

@@ -64,6 +64,7 @@ from bloomskip.errors import (
     FormatError,
     StaleSourceError,
     StorageError,
+    warn_caller,
 )
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
 
 #: A build starts a new segment once the current one holds this many payload bytes.
 SEGMENT_TARGET_BYTES = 64 << 20
+#: At most this many decisions are kept per dataset state (then they are dropped together).
+DECISIONS_KEPT = 64
 #: How many rounds a build runs, each on top of the definitions other builds committed while
 #: the previous round ran, before it gives up (a round's segments hold only its definitions).
 BUILD_ROUNDS = 5
@@ -699,6 +702,11 @@ class LakeDataset:
             )
         cache = self._cache
         state = cache.state
+        if not describe_data and where in cache.decisions:
+            again = _again(cache.decisions[where], read=False)
+            if again.warnings:
+                warn_caller("\n".join(again.warnings))  # each decision says it, as when made
+            return again
         states = self._states(files, manifest, where, warnings, kept)
         served, unusable = self.listing.served_indexes(manifest) if manifest else ([], {})
         sidecar = Sidecar(manifest.granule, served, {}) if manifest is not None else None
@@ -732,6 +740,12 @@ class LakeDataset:
         explanation.text_source = self._explanation_text
         unverifiable = [listed.key for listed in files if listed.identity is None]
         note_scanned_files(explanation, self.build_command, self._changed_how(), unverifiable)
+        if not describe_data and cache.state == state and state is not None:
+            if len(cache.decisions) >= DECISIONS_KEPT:
+                cache.decisions.clear()
+            explanation.plan  # noqa: B018 - computed once, shared by every query of the WHERE
+            cache.decisions[where] = explanation
+            return _again(explanation, read=True)
         return explanation
 
     def _read_index_ahead(self, where: str) -> None:
@@ -967,7 +981,11 @@ class LakeDataset:
         """The dataset's unified schema: the indexed files' (from the manifest) together with
         every file no segment describes (their footers are read)."""
         files, versions = self.list_files()
-        return self._schema(files, self.latest_manifest(versions))
+        manifest = self.latest_manifest(versions)
+        # As a decision keys what it derives: nothing is kept without a whole, clean index.
+        clean = manifest is not None and not manifest.damaged
+        self._refresh(files, manifest if clean else UNKNOWN)
+        return self._kept(self._cache.state, "schema", lambda: self._schema(files, manifest))
 
     def scan_schema(self) -> pa.Schema:
         """The schema of the rows a query returns (before ``columns`` selects): the files'
@@ -1099,7 +1117,12 @@ class LakeDataset:
         """Drop what was derived when a file or the index changed (``manifest``: the version
         read, None without one, ``UNKNOWN`` when it could not be read whole)."""
         keys = [listed.info for listed in files]
-        index = manifest if manifest is UNKNOWN or manifest is None else manifest.version
+        index = manifest
+        if manifest is not UNKNOWN and manifest is not None:
+            # Not the version number alone: an index dropped and built again starts at 1. Its
+            # segments' keys are random, and name what the version holds.
+            segments = tuple(segment.key for segment in manifest.segments)
+            index = (manifest.version, manifest.granule, manifest.indexes, segments)
         self._cache.refresh(keys, index)
 
     def _kept(self, state, name: str, derive):
@@ -1433,6 +1456,16 @@ class LakeDataset:
         """Delete the whole index; returns the number of objects deleted."""
         self._check_own("drop")
         return self.index.drop()
+
+
+def _again(decided: Explanation, read: bool) -> Explanation:
+    """A kept decision as a new one, its plan shared and its lists its own; ``read``: with the
+    index I/O of its making, else with none (a decision kept reads nothing)."""
+    io = dict(decided.io) if read else dict.fromkeys(decided.io, 0)
+    again = dataclasses.replace(decided, warnings=list(decided.warnings), io=io)
+    if "plan" in decided.__dict__:
+        again.__dict__["plan"] = decided.__dict__["plan"]
+    return again
 
 
 def _import_deciders() -> None:

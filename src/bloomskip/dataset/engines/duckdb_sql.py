@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,13 @@ TABLE_SCANS = {"delta_scan": "delta", "iceberg_scan": "iceberg"}
 #: The names pruned table scans are read by while a query runs (``SqlPlan.views``).
 TABLE_VIEW_PREFIX = "__bloomskip_table_"
 _DEFAULT: list = []
+#: What bloomskip's own connection's ``disable_parquet_prefetching`` was last set to.
+_OWN_PREFETCH: dict[str, bool] = {}
+#: Parsed queries kept, by text.
+PARSED_KEPT = 64
+#: DuckDB's matches of a glob whose pattern is in its last component, with the modification
+#: time of the folder listed: adding, removing or renaming a file there changes it.
+_GLOBS: dict[str, tuple[int, list[str]]] = {}
 
 
 @dataclass
@@ -155,17 +163,11 @@ def plan_sql(query: str, connection=None) -> SqlPlan:
         ... # doctest: +SKIP
         "'logs/*.parquet': reads 1/4 files, 1/120 row groups, 8,192/7,864,320 rows, ..."
     """
-    import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
 
-    try:
-        statements = sqlglot.parse(query, dialect="duckdb")
-    except SqlglotError:
+    statement = _parsed(query)
+    if statement is None:
         return SqlPlan(query, query, [])
-    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-        return SqlPlan(query, query, [])
-    statement = statements[0]
     # A scan without an alias keeps the name DuckDB gives it only while it is a table
     # function: a query qualifying any column may use that name, and then it is not pruned.
     qualified = any(column.table for column in statement.find_all(exp.Column))
@@ -198,6 +200,23 @@ def plan_sql(query: str, connection=None) -> SqlPlan:
             decision.source = f"{TABLE_VIEW_PREFIX}{len(views)}"
             views[decision.source] = decision.explanation
     return SqlPlan(query, _replaced(query, scans), scans, views)
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _parsed(query: str):
+    """The one query statement of ``query`` as sqlglot parses it (DuckDB's dialect), or None
+    (several statements, not a query, or not parseable). Kept by text: the tree is only read."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = sqlglot.parse(query, dialect="duckdb")
+    except SqlglotError:
+        return None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        return None
+    return statements[0]
 
 
 def _replaced(query: str, scans: list[ScanDecision]) -> str:
@@ -257,7 +276,6 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
     """:func:`sql`, with the :class:`SqlPlan` whose text gave the rows."""
     import duckdb
 
-    from bloomskip.dataset.scan.query import sparse_reads
     from bloomskip.errors import StaleSourceError
 
     connection = connection if connection is not None else _connect()
@@ -267,9 +285,9 @@ def sql_with_plan(query: str, *, connection=None) -> tuple[duckdb.DuckDBPyRelati
         try:
             if not plan.scans or all(scan.explanation is None for scan in plan.scans):
                 return connection.sql(query), plan
-            with _prefetching(connection), _registered(connection, plan.views):
+            with _prefetching(connection) as prefetch, _registered(connection, plan.views):
                 plan.text = _located(plan, connection)
-                sparse_reads(connection, _reads_sparsely(plan))
+                prefetch(_reads_sparsely(plan))
                 table = connection.sql(plan.text).to_arrow_table()
         except duckdb.Error as exc:
             raise _rejected(exc) from exc
@@ -312,17 +330,40 @@ def _connect():
 @contextlib.contextmanager
 def _prefetching(connection):
     """Within the block, DuckDB reads without prefetching (``scan.query.sparse_reads``: rows
-    are located first) unless the block says otherwise; the setting is restored after."""
+    are located first) until the block calls what it is given with another choice.
+
+    A caller's connection gets its setting back after. On bloomskip's own connection, which no
+    one else sets, the setting is left as the block chose and remembered: a query whose choice
+    it already is sends no statement (three were a tenth of a point lookup's time)."""
     from bloomskip.dataset.scan.query import sparse_reads
 
-    (before,) = connection.execute(
-        "SELECT current_setting('disable_parquet_prefetching')"
-    ).fetchone()
-    sparse_reads(connection, True)
+    own = bool(_DEFAULT) and connection is _DEFAULT[0]
+    if own:
+        before = _OWN_PREFETCH.get("sparse")
+    else:
+        # fetchall, not fetchone: DuckDB refuses other work while a result is unfinished.
+        ((before,),) = connection.execute(
+            "SELECT current_setting('disable_parquet_prefetching')"
+        ).fetchall()
+    now = [bool(before)]
+
+    def choose(sparse: bool) -> None:
+        if sparse != now[0]:
+            sparse_reads(connection, sparse)
+            now[0] = sparse
+            if own:
+                _OWN_PREFETCH["sparse"] = sparse
+
+    if own and before is None:
+        sparse_reads(connection, True)
+        now[0] = _OWN_PREFETCH["sparse"] = True
+    else:
+        choose(True)
     try:
-        yield
+        yield choose
     finally:
-        sparse_reads(connection, bool(before))
+        if not own:
+            choose(bool(before))
 
 
 def _reads_sparsely(plan: SqlPlan) -> bool:
@@ -387,6 +428,7 @@ def _scan_span(query: str, table) -> tuple[str, int, int, str | None] | None:
     return None
 
 
+@functools.lru_cache(maxsize=PARSED_KEPT)
 def _closing_parenthesis(query: str, position: int) -> int | None:
     """The end (exclusive) of the parenthesized argument list opening at ``position`` (after
     blanks), found with sqlglot's tokenizer (string literals may hold parentheses)."""
@@ -496,11 +538,28 @@ def _duckdb_files(path: str, connection) -> list[str]:
 
     if "://" in path:
         return []
+    folder, pattern = os.path.split(path)
+    stamp = None
+    if not any(character in folder for character in "*?[{") and pattern:
+        try:
+            stamp = os.stat(folder or ".").st_mtime_ns
+        except OSError:
+            stamp = None
+    key = os.path.abspath(path)
+    if stamp is not None and _GLOBS.get(key, (None,))[0] == stamp:
+        # A stale list (two changes within one tick of the folder's clock) can only differ
+        # from the dataset's own listing, which is taken anew: the scan is then read as written.
+        return _GLOBS[key][1]
     try:
         found = connection.execute("SELECT file FROM glob(?)", [path]).fetchall()
     except duckdb.Error:
         return []
-    return sorted(os.path.abspath(name) for (name,) in found)
+    files = sorted(os.path.abspath(name) for (name,) in found)
+    if stamp is not None:
+        if len(_GLOBS) >= KEPT_DATASETS:
+            _GLOBS.clear()
+        _GLOBS[key] = (stamp, files)
+    return files
 
 
 def _scan_conjuncts(table, kinds: dict[str, str]) -> list[str]:

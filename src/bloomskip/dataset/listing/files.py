@@ -542,14 +542,17 @@ def discover(
         listed = _walk_files(root, skip)
     elif is_glob(text):
         root = glob_root(text).resolve()
+        folders: dict[str, str] = {}
+        inside = None if skip is None else os.path.join(skip, "")
         for name in glob.glob(text, recursive=True):
             try:
                 stat = os.stat(name)
             except OSError:
                 continue  # a dangling link, or a file removed since the glob listed it
-            # realpath, not Path.resolve: that stats the file a second time.
-            resolved = os.path.realpath(name)
-            if S_ISREG(stat.st_mode) and (skip is None or not Path(resolved).is_relative_to(skip)):
+            if not S_ISREG(stat.st_mode):
+                continue
+            resolved = _real_path(name, folders)
+            if inside is None or not resolved.startswith(inside):
                 listed.append((resolved, stat))
     else:
         raise BloomskipError(f"{text}: no such file, directory or glob match")
@@ -568,6 +571,18 @@ def discover(
         del memo[key]  # files gone or rewritten: the memo holds only the current listing
     _one_format(text, files, root)
     return root, files, [key_of(stat) for _, stat in listed]
+
+
+def _real_path(name: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(name)``, each folder resolved once (``folders``: a memo): a glob's
+    matches mostly share theirs, and resolving walks every component with a ``stat``."""
+    if os.path.islink(name):
+        return os.path.realpath(name)
+    folder, base = os.path.split(name)
+    real = folders.get(folder)
+    if real is None:
+        real = folders[folder] = os.path.realpath(folder or ".")
+    return os.path.join(real, base)
 
 
 def _walk_files(root: Path, skip: Path | None = None) -> list[tuple[str, os.stat_result]]:

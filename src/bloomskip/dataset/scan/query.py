@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # The SQL given to DuckDB and its full error messages (``bloomskip query --debug``).
 _log = logging.getLogger(__name__)
 
+#: Footers parsed for locating rows, by file and listed identity (see _footer).
+FOOTERS_KEPT = 256
+_FOOTERS: dict = {}
 VIEW_NAME = "bloomskip_dataset"
 ROW_NUMBER = "file_row_number"
 # At most this many rows are located before the selected columns are read (see run_query);
@@ -489,7 +492,7 @@ def _read_located(state, groups, columns: list[str]):
 
     # A local file: pre-buffering would only send its one column chunk through pyarrow's
     # I/O pool (a quarter of the read of a 64K-row chunk).
-    reader = pq.ParquetFile(state.source.path, metadata=state.layout.metadata, pre_buffer=False)
+    reader = pq.ParquetFile(state.source.path, metadata=_footer(state), pre_buffer=False)
     schema = reader.schema_arrow
     if not all(name in schema.names and _locatable(schema.field(name).type) for name in columns):
         return None
@@ -505,6 +508,25 @@ def _read_located(state, groups, columns: list[str]):
         ) from exc
     rows = np.asarray(state.layout.rows, np.int64)
     return table if table.num_rows == int(rows[groups].sum()) else None
+
+
+def _footer(state):
+    """The parsed footer of a local file as its decision listed it: its layout's, or one
+    parsed before under the same listed identity (``FileState.listed``, a ``stat`` key with
+    the change time), or parsed now and kept; None for a file listed without one. A file
+    changed since its listing is caught by the check after the read (``read_consistently``)."""
+    import pyarrow.parquet as pq
+
+    if state.layout.metadata is not None or state.listed is None:
+        return state.layout.metadata
+    key = (str(state.source.path), state.listed)
+    footer = _FOOTERS.get(key)
+    if footer is None:
+        footer = pq.read_metadata(state.source.path)
+        if len(_FOOTERS) >= FOOTERS_KEPT:
+            _FOOTERS.clear()
+        _FOOTERS[key] = footer
+    return footer
 
 
 def _matching_positions(cursor, located, condition: str, count: int):
