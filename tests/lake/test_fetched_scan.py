@@ -281,3 +281,39 @@ def test_hostile_tails_are_format_errors_naming_the_object_and_offset():
         fetch._row_group_spans(tail, size // 2, [0], [ROW_GROUP_ROWS] * 8, "s3://b/x")
     spans = fetch._row_group_spans(tail, size, [2], [ROW_GROUP_ROWS] * 8, "s3://b/x")
     assert len(spans) == 2 and spans[-1][1] == size and spans[0][1] <= spans[-1][0]
+
+
+def test_without_local_scratch_space_the_plan_is_streamed(
+    bucket, s3_requests, monkeypatch, tmp_path
+):
+    location = f"s3://{bucket}/scratchless"
+    files = _upload(location)
+    Dataset(location).build_index(INDEXES[:1], progress=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    dataset = Dataset(location)
+    explanation = dataset.explain(f"id = {RARE}")
+    mark = s3_requests.mark()
+    assert _rows(dataset.run(explanation, f"id = {RARE}")) == _expected(
+        files, f"id = {RARE}", tmp_path
+    )
+    methods = s3_requests.methods_since(mark, bucket)
+    assert methods["HEAD"] + methods["LIST"] == 1  # read unpinned, so checked after
+
+
+def test_a_full_scratch_disk_streams_the_plan_and_leaves_no_copy(bucket, monkeypatch, tmp_path):
+    import errno
+
+    location = f"s3://{bucket}/full"
+    files = _upload(location)
+    Dataset(location).build_index(INDEXES[:1], progress=False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fetch, "_write_at", full)
+    rows = Dataset(location).query(f"id = {RARE}")
+    assert _rows(rows) == _expected(files, f"id = {RARE}", tmp_path)
+    assert list(scratch.iterdir()) == []

@@ -18,13 +18,15 @@ size, and the scan reads the copies as it reads a folder. Of a file is fetched:
   read and everything after the last row group's data (page indexes, Bloom filters, footer).
 
 A copy's other bytes are holes that no read reaches: the scan reads the plan's row groups only,
-by row number (``docs/queries.md``, "Object storage").
+by row number (``docs/queries.md``, "The requests on a query's path"). Where no copy can be
+written (the temporary folder full, missing or read-only), the plan is streamed as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import tempfile
@@ -35,10 +37,12 @@ from typing import TYPE_CHECKING
 
 from bloomskip._store import COALESCE_GAP, ObjectInfo, ObjectStore, coalesce
 from bloomskip.dataset.listing.files import SourceFile
-from bloomskip.errors import FormatError
+from bloomskip.errors import BloomskipError, FormatError
 
 if TYPE_CHECKING:
     from bloomskip.dataset.prune import Explanation
+
+_log = logging.getLogger(__name__)
 
 #: A file up to this long is fetched whole: one request costs less than two in a row.
 WHOLE_FILE_BYTES = 4 << 20
@@ -84,13 +88,27 @@ def fetched_locally(
     if wanted is None:
         yield None
         return
-    folder = tempfile.mkdtemp(prefix="bloomskip-read-")
+    try:
+        folder = tempfile.mkdtemp(prefix="bloomskip-read-")
+    except OSError as exc:
+        _log.debug("no local copies (%s): the plan is streamed", exc)
+        yield None
+        return
     try:
         paths = {
             number: os.path.join(folder, f"{number:06d}-{Path(info.key).name}")
             for number, info, _ in wanted
         }
-        _fetch(store, wanted, paths, meanwhile)
+        try:
+            _fetch(store, wanted, paths, meanwhile)
+        except BloomskipError:
+            raise
+        except OSError as exc:
+            # The local scratch space (a full or read-only temporary folder), not the store:
+            # the plan is read as it was before copies, streamed and checked after.
+            _log.debug("local copies failed (%s): the plan is streamed", exc)
+            yield None
+            return
         numbers = [number for number, _, _ in wanted]
         files = [
             dataclasses.replace(
