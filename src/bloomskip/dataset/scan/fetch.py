@@ -167,24 +167,29 @@ def _fetch(store: ObjectStore, wanted: list, paths: dict[int, str], meanwhile=No
     once the first requests are sent. The requests and bytes count in ``store.stats``."""
     import pyarrow.parquet  # noqa: F401 - here, not first on a worker while DuckDB loads
 
-    with ThreadPoolExecutor(max_workers=min(FETCH_THREADS, len(wanted))) as pool:
-        handles = {number: _create(paths[number], info.size) for number, info, _ in wanted}
-        try:
-            reads = pool.map(lambda item: _first_read(store, handles[item[0]], *item[1:]), wanted)
-            if meanwhile is not None:
-                meanwhile()
-            first = list(reads)
-            later = [
-                (handles[number], info, start, end)
-                for (number, info, _), (_, ranges) in zip(wanted, first, strict=True)
-                for start, end in ranges
-                if end > start
-            ]
-            sizes = [*(size for sizes, _ in first for size in sizes)]
-            sizes += pool.map(lambda item: _write(item[0], store, *item[1:]), later)
-        finally:
-            for handle in handles.values():
-                os.close(handle)
+    handles: dict[int, int] = {}
+    pool = ThreadPoolExecutor(max_workers=min(FETCH_THREADS, len(wanted)))
+    try:
+        for number, info, _ in wanted:
+            handles[number] = _create(paths[number], info.size)
+        reads = pool.map(lambda item: _first_read(store, handles[item[0]], *item[1:]), wanted)
+        if meanwhile is not None:
+            meanwhile()
+        first = list(reads)
+        later = [
+            (handles[number], info, start, end)
+            for (number, info, _), (_, ranges) in zip(wanted, first, strict=True)
+            for start, end in ranges
+            if end > start
+        ]
+        sizes = [length for lengths, _ in first for length in lengths]
+        sizes += pool.map(lambda item: _write(item[0], store, *item[1:]), later)
+    finally:
+        # Every worker is done before a descriptor is closed: a number closed under a late
+        # write could be another file's by then. After a failure the reads not begun are not.
+        pool.shutdown(wait=True, cancel_futures=True)
+        for handle in handles.values():
+            os.close(handle)
     store.stats.count("get", len(sizes), read=sum(sizes))
 
 
