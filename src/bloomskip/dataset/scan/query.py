@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 #: Footers parsed for locating rows, by file and listed identity (see _footer).
-FOOTERS_KEPT = 256
+FOOTERS_KEPT = 64
 _FOOTERS: dict = {}
 VIEW_NAME = "bloomskip_dataset"
 ROW_NUMBER = "file_row_number"
