@@ -234,3 +234,66 @@ def test_the_same_query_sees_files_added_rewritten_and_removed(tmp_path):
     (folder / "part-7.parquet").unlink()
     check(3)
     assert len(_sorted(bloomskip.sql(query))) >= tables[0].num_rows
+
+
+def test_a_scan_is_decided_on_one_listing(tmp_path, monkeypatch):
+    # The scan's schema and its decision share one listing of the dataset; the next query,
+    # and another thread, list anew.
+    import threading
+
+    from bloomskip.dataset.backends.lake import LakeDataset
+
+    folder = tmp_path / "data"
+    tables = write_indexed_parts(folder, 2, 600, 100, 9, granule="row-group")
+    k = next(value for value in tables[0].column("k").to_pylist() if value is not None)
+    query = f"SELECT id FROM read_parquet('{folder}/*.parquet') WHERE k = {k}"
+    listings = []
+    original = LakeDataset._list_files
+
+    def counted(self):
+        listings.append(threading.get_ident())
+        return original(self)
+
+    monkeypatch.setattr(LakeDataset, "_list_files", counted)
+    assert _sorted(bloomskip.sql(query)) == _sorted(duckdb.sql(query))
+    assert len(listings) == 1
+    dataset = Dataset(folder).backend
+    with dataset.one_listing():
+        before = dataset.explain(f"k = {k}")
+        pq.write_table(tables[1], folder / "part-9.parquet")
+        # Within the block the first listing holds; another thread lists the folder now.
+        assert len(dataset.explain(f"k = {k}").files) == len(before.files) == 2
+        other = []
+        thread = threading.Thread(target=lambda: other.append(dataset.explain(f"k = {k}")))
+        thread.start()
+        thread.join()
+        assert len(other[0].files) == 3
+    assert len(dataset.explain(f"k = {k}").files) == 3
+    assert _sorted(bloomskip.sql(query)) == _sorted(duckdb.sql(query))
+
+
+def test_bloomskips_connections_remember_their_prefetch_setting():
+    from bloomskip.dataset.scan.query import connect, sparse_reads
+
+    def setting(connection) -> bool:
+        ((value,),) = connection.sql(
+            "SELECT current_setting('disable_parquet_prefetching')"
+        ).fetchall()
+        return value
+
+    connection = connect()
+    sparse_reads(connection, True)
+    assert setting(connection) is True
+    # Set behind bloomskip's back: its own connection is not asked again (speed only) ...
+    connection.execute("SET GLOBAL disable_parquet_prefetching = false")
+    sparse_reads(connection, True)
+    assert setting(connection) is False
+    sparse_reads(connection, False)
+    sparse_reads(connection, True)
+    assert setting(connection) is True
+    # ... while a caller's connection always gets the statement.
+    caller = duckdb.connect()
+    sparse_reads(caller, True, remembered=False)
+    caller.execute("SET GLOBAL disable_parquet_prefetching = false")
+    sparse_reads(caller, True, remembered=False)
+    assert setting(caller) is True

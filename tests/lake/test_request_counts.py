@@ -191,7 +191,7 @@ def test_a_decision_whose_footer_was_replaced_after_the_listing_decides_again(bu
     keys = _files(location)
     dataset = Dataset(location)
     dataset.build_index(INDEX, granule=250, progress=False)
-    listed = LakeDataset.list_files
+    listed = LakeDataset._list_files
     replaced = []
 
     def list_then_replace(self):
@@ -201,7 +201,7 @@ def test_a_decision_whose_footer_was_replaced_after_the_listing_decides_again(bu
             replaced.append(keys[5])
         return files
 
-    monkeypatch.setattr(LakeDataset, "list_files", list_then_replace)
+    monkeypatch.setattr(LakeDataset, "_list_files", list_then_replace)
     # File 5 now holds file 0's rows: RARE is in it, LONE is gone.
     assert _ids(dataset.query(f"id = {RARE}")) == [RARE] * 3
     assert replaced == [keys[5]]

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -199,6 +200,7 @@ class LakeDataset:
         # Derived from the listed files and the manifest version, and dropped whole when any
         # of them changes (the rule every dataset follows, backends/cache.py).
         self._cache = DatasetCache()
+        self._held = threading.local()
 
     @staticmethod
     def _nested_index_prefix(data_root: str, index_root: str) -> str | None:
@@ -223,8 +225,28 @@ class LakeDataset:
         """Requests and bytes of the index (when beside the data, the shared listing too)."""
         return self.log.store.stats
 
+    @contextlib.contextmanager
+    def one_listing(self) -> Iterator[None]:
+        """Within the block, this thread's reads of the dataset (its schema, decisions) share
+        the first listing taken in it, as one query's steps should; a decision that finds a
+        file replaced since lists again. Other threads list as before.
+
+        Example:
+            >>> with dataset.one_listing():  # doctest: +SKIP
+            ...     schema, explanation = dataset.schema, dataset.explain("k = 1")
+        """
+        outer = getattr(self._held, "listing", None)
+        if outer is None:
+            self._held.listing = []
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._held.listing = None
+
     def list_files(self) -> tuple[list[ListedFile], list[int] | None]:
-        """One listing: the Parquet files, and the manifest versions when the index is beside.
+        """One listing: the Parquet files, and the manifest versions when the index is beside
+        (within :meth:`one_listing`, the block's first).
 
         Returns:
             ``(files, versions)``; ``versions`` is None when the index lives elsewhere (it is
@@ -234,6 +256,22 @@ class LakeDataset:
             BloomskipError: An object under the prefix is not a Parquet file by its name.
             StorageError: The prefix cannot be listed.
         """
+        held = getattr(self._held, "listing", None)
+        if held:
+            return held[0]
+        listing = self._list_files()
+        if held is not None:
+            held.append(listing)
+        return listing
+
+    def _release_listing(self) -> None:
+        """Drop the listing :meth:`one_listing` holds: the next one is taken anew."""
+        held = getattr(self._held, "listing", None)
+        if held:
+            held.clear()
+
+    def _list_files(self) -> tuple[list[ListedFile], list[int] | None]:
+        """:meth:`list_files`, from the store."""
         nested = self._index_prefix
         if nested is None:
             return self.listing.files(), None
@@ -655,6 +693,7 @@ class LakeDataset:
             try:
                 return self._explain_listed(where, describe_data)
             except StaleSourceError:
+                self._release_listing()
                 continue  # a footer is read as the listed version only: list again
         return self._explain_listed(where, describe_data)
 
@@ -664,7 +703,10 @@ class LakeDataset:
 
         kept, predicate = self.listing.files_kept(where)
         before = self._io_snapshot()
-        if isinstance(self.store, ObjectStore):
+        held = getattr(self._held, "listing", None)
+        if held:
+            files, versions = held[0]
+        elif isinstance(self.store, ObjectStore):
             from concurrent.futures import ThreadPoolExecutor
 
             # The listing waits on the store, not on the interpreter: what deciding needs is
@@ -674,7 +716,7 @@ class LakeDataset:
             # thread imports at a time: two importing pyarrow at once can each find the other's
             # half-initialized module.
             with ThreadPoolExecutor(max_workers=2) as pool:
-                listing = pool.submit(self.list_files)
+                listing = pool.submit(self._list_files)
                 _import_deciders()
                 ahead = None
                 if isinstance(self.listing, PrefixListing):
@@ -682,6 +724,8 @@ class LakeDataset:
                 files, versions = listing.result()
                 if ahead is not None:
                     ahead.result()
+            if held is not None:
+                held.append((files, versions))
         else:
             files, versions = self.list_files()
         warnings: list[str] = []

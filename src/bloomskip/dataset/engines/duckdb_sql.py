@@ -72,8 +72,6 @@ TABLE_SCANS = {"delta_scan": "delta", "iceberg_scan": "iceberg"}
 #: The names pruned table scans are read by while a query runs (``SqlPlan.views``).
 TABLE_VIEW_PREFIX = "__bloomskip_table_"
 _DEFAULT: list = []
-#: What bloomskip's own connection's ``disable_parquet_prefetching`` was last set to.
-_OWN_PREFETCH: dict[str, bool] = {}
 #: Parsed queries kept, by text.
 PARSED_KEPT = 64
 #: DuckDB's matches of a glob whose pattern is in its last component, with the modification
@@ -333,37 +331,31 @@ def _prefetching(connection):
     are located first) until the block calls what it is given with another choice.
 
     A caller's connection gets its setting back after. On bloomskip's own connection, which no
-    one else sets, the setting is left as the block chose and remembered: a query whose choice
-    it already is sends no statement (three were a tenth of a point lookup's time)."""
+    one else sets, the setting is left as the block chose (``sparse_reads`` remembers it): a
+    query whose choice it already is sends no statement (three were a tenth of a point
+    lookup's time)."""
     from bloomskip.dataset.scan.query import sparse_reads
 
-    own = bool(_DEFAULT) and connection is _DEFAULT[0]
-    if own:
-        before = _OWN_PREFETCH.get("sparse")
-    else:
-        # fetchall, not fetchone: DuckDB refuses other work while a result is unfinished.
-        ((before,),) = connection.execute(
-            "SELECT current_setting('disable_parquet_prefetching')"
-        ).fetchall()
+    if bool(_DEFAULT) and connection is _DEFAULT[0]:
+        sparse_reads(connection, True)
+        yield functools.partial(sparse_reads, connection)
+        return
+    # fetchall, not fetchone: DuckDB refuses other work while a result is unfinished.
+    ((before,),) = connection.execute(
+        "SELECT current_setting('disable_parquet_prefetching')"
+    ).fetchall()
     now = [bool(before)]
 
     def choose(sparse: bool) -> None:
         if sparse != now[0]:
-            sparse_reads(connection, sparse)
+            sparse_reads(connection, sparse, remembered=False)
             now[0] = sparse
-            if own:
-                _OWN_PREFETCH["sparse"] = sparse
 
-    if own and before is None:
-        sparse_reads(connection, True)
-        now[0] = _OWN_PREFETCH["sparse"] = True
-    else:
-        choose(True)
+    choose(True)
     try:
         yield choose
     finally:
-        if not own:
-            choose(bool(before))
+        choose(bool(before))
 
 
 def _reads_sparsely(plan: SqlPlan) -> bool:
@@ -506,20 +498,23 @@ def _explain_scan(decision: ScanDecision, dataset, table) -> Explanation | None:
     from bloomskip.dataset.scan.query import FILE_COLUMN, ROW_NUMBER
     from bloomskip.dataset.sql.translate import column_kinds
 
-    schema = dataset.schema
-    if ROW_NUMBER in schema.names or FILE_COLUMN in schema.names:
-        decision.reason = f"a column is named {ROW_NUMBER!r} or {FILE_COLUMN!r}"
-        return None
-    atoms = _scan_conjuncts(table, dict(column_kinds(schema)))
-    if not atoms:
-        decision.reason = "no WHERE conjunct over its columns maps to the index"
-        return None
-    decision.where = " AND ".join(atoms)
-    try:
-        return dataset.explain(decision.where)
-    except (UnsupportedPredicateError, BloomskipError) as exc:
-        decision.reason = f"the index cannot evaluate it: {exc}"
-        return None
+    # The schema and the decision are of one listing (a lake's; a sidecar's folder has none
+    # to share).
+    with getattr(dataset.backend, "one_listing", contextlib.nullcontext)():
+        schema = dataset.schema
+        if ROW_NUMBER in schema.names or FILE_COLUMN in schema.names:
+            decision.reason = f"a column is named {ROW_NUMBER!r} or {FILE_COLUMN!r}"
+            return None
+        atoms = _scan_conjuncts(table, dict(column_kinds(schema)))
+        if not atoms:
+            decision.reason = "no WHERE conjunct over its columns maps to the index"
+            return None
+        decision.where = " AND ".join(atoms)
+        try:
+            return dataset.explain(decision.where)
+        except (UnsupportedPredicateError, BloomskipError) as exc:
+            decision.reason = f"the index cannot evaluate it: {exc}"
+            return None
 
 
 def _pruning(decision: ScanDecision, explanation: Explanation) -> ScanDecision:
