@@ -880,11 +880,10 @@ def run_query(
     """Read the surviving row groups and return the rows satisfying ``where``.
 
     For Parquet, when the index skipped row groups but kept several, the matching rows are
-    first located reading only the columns the WHERE reads (:func:`locate_matches`), and the
-    selected columns are then read for those rows only: row groups the index kept but that
-    hold no match (Bloom filter false positives) cost one column, not all of them, and a query
-    matching nothing is answered without reading any other column. Otherwise (many matches,
-    nothing skipped, string conditions) one DuckDB query reads the surviving row groups.
+    first located reading only the columns the WHERE reads (:func:`locate_matches`), then the
+    selected columns are read for those rows only: a kept row group holding no match (a Bloom
+    filter false positive) costs one column, and a query matching nothing reads no other one.
+    Otherwise (many matches, nothing skipped, string conditions) one query reads the row groups.
 
     Args:
         result: The pruning result.
