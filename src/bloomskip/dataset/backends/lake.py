@@ -257,10 +257,12 @@ class LakeDataset:
             StorageError: The prefix cannot be listed.
         """
         held = getattr(self._held, "listing", None)
-        if held:
-            return held[0]
-        listing = self._list_files()
-        if held is not None:
+        return held[0] if held else self._kept_listing(self._list_files())
+
+    def _kept_listing(self, listing):
+        """``listing``, held as the block's first inside :meth:`one_listing`."""
+        held = getattr(self._held, "listing", None)
+        if held is not None and not held:
             held.append(listing)
         return listing
 
@@ -703,10 +705,9 @@ class LakeDataset:
 
         kept, predicate = self.listing.files_kept(where)
         before = self._io_snapshot()
-        held = getattr(self._held, "listing", None)
-        if held:
-            files, versions = held[0]
-        elif isinstance(self.store, ObjectStore):
+        if getattr(self._held, "listing", None) or not isinstance(self.store, ObjectStore):
+            files, versions = self.list_files()
+        else:
             from concurrent.futures import ThreadPoolExecutor
 
             # The listing waits on the store, not on the interpreter: what deciding needs is
@@ -721,13 +722,9 @@ class LakeDataset:
                 ahead = None
                 if isinstance(self.listing, PrefixListing):
                     ahead = pool.submit(self._read_index_ahead, where)
-                files, versions = listing.result()
+                files, versions = self._kept_listing(listing.result())
                 if ahead is not None:
                     ahead.result()
-            if held is not None:
-                held.append((files, versions))
-        else:
-            files, versions = self.list_files()
         warnings: list[str] = []
         try:
             manifest = self.latest_manifest(versions)
